@@ -1,0 +1,46 @@
+// tokenhive: one binary, many verbs (like git).
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "cli/verbs.h"
+
+namespace {
+
+struct Verb {
+  std::string_view name;
+  std::string_view help;
+  int (*run)(int argc, char** argv);
+};
+
+constexpr Verb kVerbs[] = {
+    {"generate", "generate text from a model", th::cli::run_generate},
+    {"mkmodel", "write a synthetic Llama GGUF model of a real shape", th::cli::run_mkmodel},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: tokenhive <verb> [options]\n\nverbs:\n");
+  for (const Verb& v : kVerbs)
+    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(v.name.size()), v.name.data(),
+                 static_cast<int>(v.help.size()), v.help.data());
+  std::fprintf(out, "\n'tokenhive <verb> --help' for a verb's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string_view verb = argv[1];
+  if (verb == "--help" || verb == "-h" || verb == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const Verb& v : kVerbs)
+    if (v.name == verb) return v.run(argc - 1, argv + 1);
+  std::fprintf(stderr, "tokenhive: unknown verb '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,10 @@
+// One function per verb; each takes argv starting at the verb's name and
+// returns the process exit code.
+#pragma once
+
+namespace th::cli {
+
+int run_generate(int argc, char** argv);
+int run_mkmodel(int argc, char** argv);
+
+}  // namespace th::cli

@@ -47,6 +47,16 @@ TEST(HalfF16, DecodesKnownBitPatterns) {
   EXPECT_TRUE(std::isnan(f16_to_f32(0x7C01)));
 }
 
+// F16C's vcvtph2ps and ggml's software path both return f16 nans as quiet f32 nans.
+TEST(HalfF16, NanDecodesToQuietNanWithItsPayload) {
+  EXPECT_EQ(bits_of(f16_to_f32(0x7C01)), 0x7FC02000u);  // signalling in f16
+  EXPECT_EQ(bits_of(f16_to_f32(0x7E00)), 0x7FC00000u);
+  EXPECT_EQ(bits_of(f16_to_f32(0xFD55)), 0xFFEAA000u);
+  for (uint32_t h = 0x7C01; h <= 0x7FFF; ++h) {
+    ASSERT_NE(bits_of(f16_to_f32(static_cast<uint16_t>(h))) & 0x00400000u, 0u) << std::hex << h;
+  }
+}
+
 TEST(HalfF16, EncodesKnownValues) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3C00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xC000);

@@ -724,6 +724,58 @@ TEST(QuantRoundTrip, RepresentableValuesAreExact) {
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) expect_exact(t, zeros);
 }
 
+// ------------------------------------------------------------------ same bytes as ggml
+
+// Integer randomness and float operations that IEEE rounds alike everywhere (adds, and
+// multiplies by powers of two), so these inputs are the same floats on every platform.
+std::vector<float> portable_data(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  auto u = [&] { return static_cast<float>(g() >> 8) * 0x1p-24f - 0.5f; };
+  std::vector<float> x(n);
+  for (int64_t b = 0; b < n; b += 32) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(g() % 13) - 6);
+    const uint32_t kind = g() % 8;
+    for (int64_t i = b; i < b + 32; ++i) {
+      float v = u();  // a sum of four uniforms: bell-shaped; sequenced, as + would not be
+      v += u();
+      v += u();
+      v += u();
+      v *= scale;
+      if (kind == 0) v = 0;
+      if (kind == 1) v = 0.75f * scale;
+      if (kind == 2) v = std::fabs(v) + 0.25f * scale;
+      if (g() % 37 == 0) v *= 8;
+      x[i] = v;
+    }
+  }
+  return x;
+}
+
+uint64_t fnv1a64(const std::vector<uint8_t>& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ull;
+  return h;
+}
+
+// Hashes of what ggml's own quantize_row_*_ref (and ggml_fp32_to_fp16_row,
+// ggml_fp32_to_bf16_row_ref), taken from a prebuilt llama.cpp binary, wrote for this input:
+// the reference quantizers here must write the very same files as llama.cpp's.
+TEST(QuantGolden, SameBytesAsGgmlReferenceQuantizers) {
+  struct Case {
+    DType t;
+    uint64_t hash;
+  };
+  const Case cases[] = {
+      {DType::F16, 0xa4cbb16fc4231dabull},  {DType::BF16, 0x57ffc700d8207c38ull}, {DType::Q8_0, 0xa09e9fd59ed93c7full},
+      {DType::Q4_0, 0xeddc8f326a822c1eull}, {DType::Q4_1, 0xdddf7941ee0bc0f5ull}, {DType::Q5_0, 0x278e62bb8321be32ull},
+      {DType::Q5_1, 0xccf71d29ed36022full}, {DType::Q4_K, 0xd062f88d8a153ce7ull}, {DType::Q5_K, 0x7040ebae1e01f565ull},
+      {DType::Q6_K, 0x340aa9767b191afcull},
+  };
+  const int64_t n = 256 * 16;
+  const std::vector<float> x = portable_data(n, 2024);
+  for (const Case& c : cases) EXPECT_EQ(fnv1a64(quant(c.t, x.data(), n)), c.hash) << dtype_name(c.t);
+}
+
 // ------------------------------------------------------------------ rows and bad arguments
 
 // A row is its blocks one after another, at any alignment, and a block sees only its own values.

@@ -1,0 +1,26 @@
+// SentencePiece-style (SPM) encoding as llama.cpp's llm_tokenizer_spm does it:
+// start from UTF-8 characters and keep merging the adjacent pair whose union
+// is the highest-scoring token; what is left that is no token falls back to
+// byte tokens.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/token_index.h"
+
+namespace th {
+
+struct SpmModel {
+  const TokenIndex* index = nullptr;
+  const std::vector<float>* scores = nullptr;  // empty: every score is 0
+  // Token for each byte: <0xNN>, else the one-byte token, else unk, else -1 (dropped).
+  std::array<int32_t, 256> byte_tokens{};
+};
+
+/// @brief Appends the ids of `text` (spaces already escaped to U+2581) to `out`.
+void spm_encode(const SpmModel& model, std::string_view text, std::vector<int32_t>* out);
+
+}  // namespace th

@@ -16,7 +16,7 @@ Result<BpeRanks> BpeRanks::create(const std::vector<std::string>& merges) {
     if (pos == std::string::npos || pos + 1 == m.size())
       return Status::errorf("tokenizer.ggml.merges[", i, "] = '", m,
                             "' is not two tokens separated by a space");
-    r.ranks_.emplace(m, static_cast<int32_t>(i));
+    r.ranks_.insert(m, static_cast<int32_t>(i));
   }
   return r;
 }
@@ -28,8 +28,7 @@ int32_t BpeRanks::rank(std::string_view left, std::string_view right, std::strin
   key->assign(left);
   key->push_back(' ');
   key->append(right);
-  auto it = ranks_.find(std::string_view(*key));
-  return it == ranks_.end() ? -1 : it->second;
+  return ranks_.find(*key);
 }
 
 namespace {

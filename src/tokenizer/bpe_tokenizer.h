@@ -24,7 +24,7 @@ class BpeRanks {
   int32_t rank(std::string_view left, std::string_view right, std::string* scratch) const;
 
  private:
-  StringMap<int32_t> ranks_;
+  StringTable ranks_;
 };
 
 /// Buffers one encode call reuses across its words.

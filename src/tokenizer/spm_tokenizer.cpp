@@ -33,9 +33,14 @@ struct BigramLess {
 
 }  // namespace
 
-void spm_encode(const SpmModel& model, std::string_view text, std::vector<int32_t>* out) {
-  std::vector<Symbol> symbols;
-  symbols.reserve(text.size());
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+
+// One part of the text: the greedy merging of llama.cpp's llm_tokenizer_spm.
+void encode_part(const SpmModel& model, std::string_view text, std::vector<Symbol>& symbols,
+                 std::vector<int32_t>* out) {
+  symbols.clear();
   for (size_t offs = 0; offs < text.size();) {
     // Like llama.cpp: the lead byte alone says how long a character is, so a
     // broken sequence may swallow the bytes after it; they come out as bytes.
@@ -86,6 +91,33 @@ void spm_encode(const SpmModel& model, std::string_view text, std::vector<int32_
       if (bt >= 0) out->push_back(bt);
     }
   }
+}
+
+}  // namespace
+
+void spm_index_spaces(const std::vector<std::string>& tokens, SpmModel* model) {
+  model->byte_before_space.fill(false);
+  for (const std::string& t : tokens)
+    for (size_t p = t.find(kSpace, 1); p != std::string::npos; p = t.find(kSpace, p + 1))
+      model->byte_before_space[static_cast<uint8_t>(t[p - 1])] = true;
+}
+
+void spm_encode(const SpmModel& model, std::string_view text, std::vector<int32_t>* out) {
+  // A merge joins two adjacent symbols into a token, so no merge can cross a
+  // point that no token spans: cut before each U+2581 whose preceding byte
+  // never precedes one inside a token.
+  std::vector<Symbol> symbols;
+  size_t part = 0;
+  for (size_t offs = 0; offs < text.size();) {
+    const size_t n = std::min(unicode::utf8_len(text[offs]), text.size() - offs);
+    if (offs > part && text.compare(offs, kSpace.size(), kSpace) == 0 &&
+        !model.byte_before_space[static_cast<uint8_t>(text[offs - 1])]) {
+      encode_part(model, text.substr(part, offs - part), symbols, out);
+      part = offs;
+    }
+    offs += n;
+  }
+  encode_part(model, text.substr(part), symbols, out);
 }
 
 }  // namespace th

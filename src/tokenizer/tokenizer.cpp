@@ -318,6 +318,7 @@ Status Tokenizer::Impl::init() {
   if (v.model == TokenizerModel::Spm) {
     spm.index = &index;
     spm.scores = &v.scores;
+    spm_index_spaces(v.tokens, &spm);
     static constexpr char kHex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; ++b) {
       const char hex[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
@@ -401,6 +402,12 @@ std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_spe
   } else {
     PreTokenized words;
     BpeScratch scratch;
+    // Words repeat a lot in real text; remembering their ids for the length of
+    // this call saves most of the merging.
+    constexpr size_t kMaxCachedWord = 64, kMaxCacheEntries = 1 << 16;
+    StringTable cache;
+    std::vector<std::pair<uint32_t, uint32_t>> cache_spans;
+    std::vector<int32_t> cache_ids;
     for (const Fragment& f : frags) {
       if (f.token >= 0) {
         out.push_back(f.token);
@@ -409,8 +416,25 @@ std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_spe
       words.clear();
       pre->split(text.substr(f.begin, f.size), &words);
       const std::string_view all(words.text);
-      for (const auto& [b, len] : words.spans)
-        bpe_encode_word(all.substr(b, len), index, *ranks, ignore_merges, &scratch, &out);
+      for (const auto& [b, len] : words.spans) {
+        const std::string_view word = all.substr(b, len);
+        const bool cacheable = word.size() <= kMaxCachedWord;
+        if (cacheable) {
+          if (const int32_t c = cache.find(word); c >= 0) {
+            const auto [at, n] = cache_spans[c];
+            out.insert(out.end(), cache_ids.begin() + at, cache_ids.begin() + at + n);
+            continue;
+          }
+        }
+        const size_t before = out.size();
+        bpe_encode_word(word, index, *ranks, ignore_merges, &scratch, &out);
+        if (cacheable && cache.size() < kMaxCacheEntries) {
+          cache.insert(word, static_cast<int32_t>(cache_spans.size()));
+          cache_spans.emplace_back(static_cast<uint32_t>(cache_ids.size()),
+                                   static_cast<uint32_t>(out.size() - before));
+          cache_ids.insert(cache_ids.end(), out.begin() + before, out.end());
+        }
+      }
     }
   }
 

@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cstdint>
+
 
 #include "tokenizer/unicode.h"
 
@@ -131,6 +133,18 @@ struct CodeDeleter {
   void operator()(pcre2_code* c) const { pcre2_code_free(c); }
 };
 
+struct ContextDeleter {
+  void operator()(pcre2_match_context* c) const { pcre2_match_context_free(c); }
+};
+
+pcre2_match_context* roomy_context() {
+  pcre2_match_context* c = pcre2_match_context_create(nullptr);
+  pcre2_set_heap_limit(c, 1u << 20);  // KiB: 1 GiB
+  pcre2_set_match_limit(c, UINT32_MAX);
+  pcre2_set_depth_limit(c, UINT32_MAX);
+  return c;
+}
+
 }  // namespace
 
 const PreTokenizerTraits* find_pre_tokenizer_traits(std::string_view pre) {
@@ -193,6 +207,7 @@ void PreTokenizer::split(std::string_view text, PreTokenized* out) const {
 
   std::vector<std::pair<size_t, size_t>> pieces{{0, subject.size()}}, next;
   pcre2_match_data* md = nullptr;
+  std::unique_ptr<pcre2_match_context, ContextDeleter> roomy;
   for (const auto& re : impl_->regexes) {
     pcre2_match_data_free(md);
     md = pcre2_match_data_create_from_pattern(re.get(), nullptr);
@@ -203,8 +218,15 @@ void PreTokenizer::split(std::string_view text, PreTokenized* out) const {
       const size_t len = end - begin;
       size_t pos = 0, last = 0;
       while (pos < len) {
-        const int rc = pcre2_match(re.get(), s, len, pos, PCRE2_NO_UTF_CHECK, md, nullptr);
-        // No match, or a resource limit: the rest stays one piece.
+        int rc = pcre2_match(re.get(), s, len, pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT || rc == PCRE2_ERROR_MATCHLIMIT ||
+            rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT) {
+          // A long run of letters through a repeated group (tekken, gpt-4o)
+          // outgrows the JIT's stack: redo it with the interpreter and room.
+          if (!roomy) roomy.reset(roomy_context());
+          rc = pcre2_match(re.get(), s, len, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, roomy.get());
+        }
+        // No match, or still out of room: the rest stays one piece.
         if (rc < 0) break;
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         const size_t mb = ov[0], me = ov[1];

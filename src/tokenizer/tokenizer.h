@@ -52,7 +52,10 @@ class Tokenizer {
 };
 
 /// @brief Turns a stream of token ids into text, never emitting half a UTF-8
-/// character: bytes of an incomplete character wait for the next token.
+/// character: bytes of an incomplete character wait for the next token, and
+/// bytes that cannot become valid UTF-8 come out as U+FFFD. Like decode(), it
+/// drops the leading space of the piece right after a pushed BOS; a stream that
+/// does not start with BOS continues a text and keeps it.
 class Detokenizer {
  public:
   explicit Detokenizer(const Tokenizer& tok) : tok_(&tok) {}

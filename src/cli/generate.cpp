@@ -1,10 +1,94 @@
-#include <cstdio>
+// tokenhive generate: text from a model, streamed to stdout (the prompt, then
+// what follows it); timing to stderr.
+#include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "backend/backend.h"
+#include "cli/parse_flags.h"
 #include "cli/verbs.h"
+#include "engine/generator.h"
+#include "model/gguf.h"
+#include "model/llama_model.h"
+#include "model/model_path.h"
+#include "tokenizer/tokenizer.h"
 
 namespace th::cli {
-int run_generate(int, char**) {
-  std::fprintf(stderr, "tokenhive generate: not built yet\n");
+
+namespace {
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "tokenhive generate: %s\n", msg.c_str());
   return 1;
 }
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  CLI::App app{"Generate text from a model. stdout: the prompt followed by the generated text.",
+               "tokenhive generate"};
+  std::string model_flag, prompt;
+  GenerateOptions opt;
+  SamplingParams& sp = opt.sampling;
+  int64_t seed = -1;
+  app.add_option("-m,--model", model_flag, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app.add_option("-p,--prompt", prompt, "prompt text; '' starts from BOS alone");
+  app.add_option("-n,--n-predict", opt.max_tokens, "tokens to generate; -1: until end of text or context")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
+  app.add_option("-c,--ctx-size", opt.n_ctx, "context size; 0: the model's")->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("-b,--batch-size", opt.n_batch, "prompt tokens per forward pass")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--temp", sp.temperature, "temperature; 0: greedy");
+  app.add_option("--top-k", sp.top_k, "top-k; 0: off");
+  app.add_option("--top-p", sp.top_p, "top-p; 1: off");
+  app.add_option("--min-p", sp.min_p, "min-p; 0: off");
+  app.add_option("--repeat-penalty", sp.repeat_penalty, "repetition penalty; 1: off");
+  app.add_option("--repeat-last-n", sp.repeat_last_n, "tokens the penalties look back over; -1: all");
+  app.add_option("--presence-penalty", sp.presence_penalty, "presence penalty");
+  app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
+  app.add_option("-s,--seed", seed, "random seed; -1: a random one (printed)")
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
+  app.add_flag("--ignore-eos", opt.ignore_eos, "keep generating past end-of-text tokens");
+  if (std::optional<int> rc = parse_flags(app, "generate", argc, argv)) return *rc;
+  if (Status s = sp.validate(); !s.ok()) {
+    std::fprintf(stderr, "tokenhive generate: %s\n", s.message().c_str());
+    return 2;
+  }
+  sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+
+  Result<std::string> path = resolve_model_path(model_flag);
+  if (!path.ok()) return fail(path.message());
+  Result<GgufFile> file = GgufFile::open(*path);
+  if (!file.ok()) return fail(file.message());
+  Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
+  if (!tok.ok()) return fail(tok.message());
+  std::unique_ptr<Backend> backend = make_cpu_backend();
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+  if (!model.ok()) return fail(model.message());
+
+  // BOS, then the prompt as SentencePiece encodes it (with its leading space).
+  std::vector<int32_t> ids = tok->encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (ids.empty() || ids.front() != tok->bos()) ids.insert(ids.begin(), tok->bos());
+  std::fprintf(stderr, "tokenhive generate: %s, %lld prompt tokens, seed %llu\n", path->c_str(),
+               static_cast<long long>(ids.size()), static_cast<unsigned long long>(sp.seed));
+
+  Detokenizer detok(*tok);
+  for (int32_t id : ids) std::fputs(detok.push(id).c_str(), stdout);
+  std::fflush(stdout);
+  Generator gen(**model, *backend, *tok);
+  Result<GenerateStats> st = gen.run(ids, opt, [&](int32_t id) {
+    std::fputs(detok.push(id).c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fputs(detok.flush().c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!st.ok()) return fail(st.message());
+  auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
+  std::fprintf(stderr, "prompt: %lld tokens, %.2f tokens/s\ngeneration: %lld tokens, %.2f tokens/s\n",
+               static_cast<long long>(st->n_prompt), rate(st->n_prompt, st->prompt_seconds),
+               static_cast<long long>(st->n_generated), rate(st->n_generated, st->generate_seconds));
+  return 0;
+}
+
 }  // namespace th::cli

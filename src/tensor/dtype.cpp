@@ -1,7 +1,5 @@
 #include "tensor/dtype.h"
 
-#include <array>
-
 namespace th {
 
 namespace {

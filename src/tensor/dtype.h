@@ -3,6 +3,7 @@
 // n / block_size * type_size bytes.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -42,12 +43,18 @@ struct DTypeInfo {
 
 /// @brief The layout of a raw GGUF type id, or nullptr for an id tokenhive does not know.
 const DTypeInfo* dtype_info(uint32_t raw_type);
-inline const DTypeInfo& dtype_info(DType t) { return *dtype_info(static_cast<uint32_t>(t)); }
+/// @brief The layout of a DType; every enumerator is in the table (a unit test checks it).
+inline const DTypeInfo& dtype_info(DType t) {
+  const DTypeInfo* i = dtype_info(static_cast<uint32_t>(t));
+  assert(i && "DType outside the table");
+  return *i;
+}
 inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 
 /// @brief Bytes in a row of n elements; n must be a multiple of the block size.
 inline size_t row_bytes(DType t, int64_t n) {
   const DTypeInfo& i = dtype_info(t);
+  assert(n >= 0 && n % i.block_size == 0);
   return static_cast<size_t>(n) / i.block_size * i.type_size;
 }
 

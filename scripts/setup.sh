@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build and the tests need, fetches the
+# default model, and builds the release binary. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config g++ clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev libcli11-dev nlohmann-json3-dev
+  curl ca-certificates
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The default model: stories260K (MIT), from ../shared when it is there.
+SHA256=270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d
+mkdir -p models
+if [ ! -f models/default.gguf ] || ! echo "$SHA256  models/default.gguf" | sha256sum -c --quiet 2>/dev/null; then
+  shared="${TOKENHIVE_SHARED:-../shared}"
+  if [ -f "$shared/models/stories260K.gguf" ]; then
+    cp "$shared/models/stories260K.gguf" models/default.gguf.tmp
+  else
+    echo "setup: downloading stories260K.gguf"
+    curl -fsSL -o models/default.gguf.tmp \
+      "https://huggingface.co/ggml-org/models/resolve/main/tinyllamas/stories260K.gguf"
+  fi
+  echo "$SHA256  models/default.gguf.tmp" | sha256sum -c --quiet || {
+    echo "setup: models/default.gguf has the wrong sha256" >&2
+    rm -f models/default.gguf.tmp
+    exit 1
+  }
+  mv models/default.gguf.tmp models/default.gguf
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build
+echo "setup: done; try: build/tokenhive generate -p 'Once upon a time' -n 128"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite: a release build and an ASan+UBSan build, each running
+# every unit, conformance and integration test, then each libFuzzer target for
+# a bounded time. Usage: scripts/test.sh [fuzz-seconds-per-target, default 30]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS="${1:-30}"
+JOBS="$(nproc)"
+
+scripts/setup.sh >/dev/null
+
+total_pass=0
+total_fail=0
+run_ctest() {  # dir label
+  local log
+  log="$(mktemp)"
+  set +e
+  (cd "$1" && ctest --output-on-failure -j "$JOBS" --timeout 600) 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  local line
+  line="$(grep -E '^[0-9]+% tests passed' "$log" | tail -1)"
+  local n failed
+  n="$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')"
+  failed="$(echo "$line" | sed -E 's/.*, ([0-9]+) tests failed.*/\1/')"
+  total_pass=$((total_pass + n - failed))
+  total_fail=$((total_fail + failed))
+  rm -f "$log"
+  if [ "$rc" -ne 0 ]; then echo "test.sh: $2 tests failed"; fi
+  return 0
+}
+
+echo "== release build"
+ninja -C build
+run_ctest build release
+
+echo "== ASan + UBSan build"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTH_SANITIZE=ON \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" >/dev/null
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan sanitizer
+
+echo "== fuzz (${FUZZ_SECONDS}s per target)"
+fuzz_rc=0
+scripts/fuzz.sh "$FUZZ_SECONDS" || fuzz_rc=$?
+if [ "$fuzz_rc" -ne 0 ]; then total_fail=$((total_fail + 1)); echo "test.sh: fuzzing found a failure"; fi
+
+echo
+echo "tests: ${total_pass} passed, ${total_fail} failed"
+[ "$total_fail" -eq 0 ]

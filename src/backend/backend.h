@@ -1,0 +1,93 @@
+// The compute interface the model calls. The model never calls a CPU or CUDA
+// function directly: it holds activations in buffers the backend allocated,
+// weights the backend prepared, and asks the backend for each op. A CPU
+// backend's buffers are host memory; a CUDA backend's would be device memory
+// that the model never dereferences (it reads results back with `read`).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace th {
+
+/// @brief A weight matrix of `rows` x `cols` (cols contiguous), in the file's dtype.
+struct WeightView {
+  DType type = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+};
+
+/// @brief Rotary position embedding parameters.
+struct RopeParams {
+  int64_t rot_dim = 0;             // rotated dimensions per head (<= head_dim)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;         // linear scaling: position * freq_scale
+  bool neox = false;               // false: rotate adjacent pairs (x0,x1); true: halves (x_i, x_{i+d/2})
+  const float* freq_factors = nullptr;  // rot_dim/2 divisors of theta (Llama 3 scaling), or null
+};
+
+/// @brief KV cache of one layer, paged: the K (and V) row of token slot s lives at
+/// k + s * kv_dim. A sequence's position p is in slot table[p / block_size] * block_size + p % block_size.
+struct KvLayerView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t kv_dim = 0;
+};
+
+/// @brief Which tokens of a ragged batch belong to which sequence, and what each may see.
+struct AttentionBatch {
+  int64_t n_tokens = 0;
+  const int32_t* token_seq = nullptr;   // [n_tokens] index into seq_tables
+  const int32_t* token_pos = nullptr;   // [n_tokens] position; attends to positions 0..pos of its sequence
+  const int32_t* token_slot = nullptr;  // [n_tokens] KV slot the token's K/V are written to
+  std::span<const std::span<const int32_t>> seq_tables;  // per sequence: its block table
+  int64_t block_size = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  /// Activation buffers (f32) owned by the backend.
+  virtual float* alloc(int64_t n_floats) = 0;
+  virtual void free(float* p) = 0;
+  virtual void read(const float* src, float* host_dst, int64_t n) = 0;
+
+  /// y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens (x: n_tokens x cols, y: n_tokens x rows).
+  virtual void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) = 0;
+  /// out[t] = row ids[t] of w, as f32.
+  virtual void embed(const WeightView& w, const int32_t* ids, int64_t n, float* out) = 0;
+  /// y = x / rms(x) * weight, per row of dim.
+  virtual void rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
+                       float eps) = 0;
+  /// In-place rotation of n_tokens x n_heads x head_dim, token t at position pos[t].
+  virtual void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                    const RopeParams& p) = 0;
+  /// out = silu(gate) * up, elementwise.
+  virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  /// dst[i] = src row idx[i] (rows of dim floats).
+  virtual void gather_rows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) = 0;
+  /// y += x, elementwise.
+  virtual void add(float* y, const float* x, int64_t n) = 0;
+  /// y[t] += bias, per row of dim.
+  virtual void add_bias(float* y, const float* bias, int64_t n_rows, int64_t dim) = 0;
+  /// Writes the batch's K and V rows (n_tokens x kv_dim) into their slots.
+  virtual void kv_write(const KvLayerView& kv, const AttentionBatch& b, const float* k, const float* v) = 0;
+  /// Causal grouped-query attention of q (n_tokens x n_heads x head_dim) over the paged KV;
+  /// out has the same shape as q.
+  virtual void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out,
+                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale) = 0;
+};
+
+/// @brief The plain CPU backend: reference implementations, obviously right.
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace th

@@ -1,0 +1,53 @@
+// One sequence, start to finish: prefill the prompt in chunks, then sample and
+// decode token by token until a stop condition. What `tokenhive generate` runs;
+// the serving engine batches many of these.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "engine/sampler.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace th {
+
+enum class FinishReason { Stop, Length, Cancelled };
+
+struct GenerateOptions {
+  SamplingParams sampling;
+  int64_t max_tokens = -1;   // -1: until a stop token or the context is full
+  int64_t n_ctx = 0;         // 0: the model's training context
+  int64_t n_batch = 512;     // prompt tokens per forward pass (chunked prefill)
+  bool ignore_eos = false;
+};
+
+struct GenerateStats {
+  int64_t n_prompt = 0;
+  int64_t n_generated = 0;
+  double prompt_seconds = 0;
+  double generate_seconds = 0;
+  FinishReason finish = FinishReason::Length;
+};
+
+class Generator {
+ public:
+  Generator(LlamaModel& model, Backend& backend, const Tokenizer& tok) : model_(&model), backend_(&backend), tok_(&tok) {}
+
+  /// @brief Generates after `prompt` (which must not be empty; start with BOS for "from BOS").
+  /// `on_token` sees each generated token; returning false cancels.
+  /// Generation stops at an end-of-generation token or a sampled BOS (llama2.c's convention)
+  /// unless ignore_eos, at max_tokens, or when the context is full.
+  Result<GenerateStats> run(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+                            const std::function<bool(int32_t)>& on_token);
+
+ private:
+  LlamaModel* model_;
+  Backend* backend_;
+  const Tokenizer* tok_;
+};
+
+}  // namespace th

@@ -1,0 +1,160 @@
+// `tokenhive generate` and `tokenhive mkmodel` as a user runs them: a real
+// process, real model files, stdout and stderr checked.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "model/gguf.h"
+#include "run_process.h"
+#include "test_util.h"
+
+namespace th {
+namespace {
+
+using test::ProcessResult;
+using test::run_process;
+
+std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+
+// The last line of stderr must be a rate line; no line of stdout may be noise.
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(GenerateCli, GreedyFromBosPrintsTheReferenceText) {
+  ProcessResult r = run_process({test::binary_path(), "generate", "-m", stories(), "-p", "", "--temp", "0", "-n", "256"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  EXPECT_EQ(r.out, want + "\n");
+  EXPECT_NE(r.err.find("prompt: 1 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generation: 256 tokens"), std::string::npos) << r.err;
+  const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("generation: ", 0), 0u) << "stderr must end with the rates: " << last;
+  EXPECT_NE(last.find("tokens/s"), std::string::npos);
+}
+
+TEST(GenerateCli, PromptIsEchoedAndGreedyContinuesTheReference) {
+  // The reference story begins with this sentence; given it as a prompt, greedy
+  // decoding must continue exactly as the reference does.
+  std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
+  const std::string prompt = "Once upon a time, there was a little girl named Lily.";
+  ASSERT_EQ(want.rfind(prompt, 0), 0u);
+  ProcessResult r = run_process({test::binary_path(), "generate", "-m", stories(), "-p", prompt, "--temp", "0", "-n", "40"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.out.rfind(prompt, 0), 0u) << r.out;
+  // The continuation is a prefix of the reference's remainder (40 tokens of it).
+  std::string got = r.out.substr(0, r.out.size() - 1);
+  EXPECT_GT(got.size(), prompt.size() + 60);
+  EXPECT_EQ(want.substr(0, got.size()), got);
+}
+
+TEST(GenerateCli, SeededSamplingIsReproducibleAndSeedsDiffer) {
+  auto run = [](const char* seed) {
+    return run_process({test::binary_path(), "generate", "-m", stories(), "-p", "Tom had a", "-n", "48", "--temp", "1.0",
+                        "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", seed});
+  };
+  ProcessResult a = run("42"), b = run("42"), c = run("43");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  EXPECT_NE(a.err.find("seed 42"), std::string::npos);
+}
+
+TEST(GenerateCli, TinyRandomF16ModelWithFullLlama2VocabGenerates) {
+  ProcessResult r = run_process({test::binary_path(), "generate", "-m", test::shared_path("models/llama-2-tiny-random.gguf"),
+                                 "-p", "Hello world", "-n", "16", "--temp", "0", "--ignore-eos"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Hello world", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("generation: 16 tokens"), std::string::npos) << r.err;
+}
+
+TEST(GenerateCli, BadFlagsAreClearErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"--temp", "-1"}, "temperature"},
+      {{"--top-p", "1.5"}, "top_p"},
+      {{"-n", "abc"}, "n-predict"},
+      {{"--no-such-flag"}, "no-such-flag"},
+      {{"-m", "/nonexistent/model.gguf"}, "does not exist"},
+      {{"--seed", "-5"}, "seed"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {test::binary_path(), "generate", "-n", "4"};
+    if (c.args[0] != "-m") argv.insert(argv.end(), {"-m", stories()});
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    ProcessResult r = run_process(argv, 30);
+    EXPECT_NE(r.exit_code, 0) << c.args[0];
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args[0] << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args[0];
+  }
+}
+
+TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
+  const std::string src = test::slurp(stories());
+  const std::string dir = ::testing::TempDir();
+  struct Case {
+    std::string name, bytes, needle;
+  };
+  std::string bad_magic = src;
+  bad_magic[0] = 'X';
+  std::string bad_version = src;
+  bad_version[4] = 9;
+  const std::vector<Case> cases = {
+      {"truncated_header.gguf", src.substr(0, 100), "truncated"},
+      {"truncated_data.gguf", src.substr(0, src.size() - 1000), "outside"},
+      {"bad_magic.gguf", bad_magic, "not a GGUF file"},
+      {"bad_version.gguf", bad_version, "unsupported GGUF version 9"},
+      {"empty.gguf", "", "truncated"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir + "/th_cli_" + c.name;
+    std::ofstream(path, std::ios::binary) << c.bytes;
+    ProcessResult r = run_process({test::binary_path(), "generate", "-m", path, "-n", "4"}, 30);
+    EXPECT_EQ(r.exit_code, 1) << c.name << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << c.name << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.name << ": " << r.err;
+  }
+}
+
+TEST(MkmodelCli, WritesEveryTypeAndTheModelsGenerate) {
+  for (const char* type : {"f16", "q8_0", "q4_0", "q4_k"}) {
+    const std::string path = ::testing::TempDir() + "/th_mk_" + type + ".gguf";
+    ProcessResult mk = run_process({test::binary_path(), "mkmodel", "--shape", "custom", "--dim", "256", "--layers", "2",
+                                    "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--type", type, "-o", path});
+    ASSERT_EQ(mk.exit_code, 0) << mk.err;
+    Result<GgufFile> f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.message();
+    EXPECT_EQ(f->tensor("blk.1.ffn_up.weight")->dims, (std::vector<int64_t>{256, 512}));
+    EXPECT_EQ(f->tensor("token_embd.weight")->dims, (std::vector<int64_t>{256, 32000}));
+    ProcessResult g = run_process({test::binary_path(), "generate", "-m", path, "-p", "The", "-n", "8", "--temp", "0", "--ignore-eos"});
+    ASSERT_EQ(g.exit_code, 0) << type << ": " << g.err;
+    EXPECT_NE(g.err.find("generation: 8 tokens"), std::string::npos) << g.err;
+  }
+}
+
+TEST(MkmodelCli, RealShapeAndBadArguments) {
+  const std::string path = ::testing::TempDir() + "/th_mk_110m.gguf";
+  ProcessResult mk = run_process({test::binary_path(), "mkmodel", "--shape", "110m", "--type", "q4_0", "-o", path}, 300);
+  ASSERT_EQ(mk.exit_code, 0) << mk.err;
+  Result<GgufFile> f = GgufFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(*f->get_uint("llama.embedding_length"), 768u);
+  EXPECT_EQ(*f->get_uint("llama.block_count"), 12u);
+  EXPECT_EQ(*f->get_uint("llama.attention.head_count"), 12u);
+  EXPECT_EQ(*f->get_uint("llama.feed_forward_length"), 2048u);
+  EXPECT_EQ(f->tensor("blk.11.ffn_down.weight")->type, DType::Q4_0);
+  ::unlink(path.c_str());
+
+  ProcessResult bad = run_process({test::binary_path(), "mkmodel", "--shape", "13b", "-o", path});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown shape '13b'"), std::string::npos) << bad.err;
+  bad = run_process({test::binary_path(), "mkmodel", "--shape", "110m", "--type", "q3_k", "-o", path});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown --type 'q3_k'"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace th

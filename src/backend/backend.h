@@ -33,12 +33,15 @@ struct RopeParams {
   const float* freq_factors = nullptr;  // rot_dim/2 divisors of theta (Llama 3 scaling), or null
 };
 
-/// @brief KV cache of one layer, paged: the K (and V) row of token slot s lives at
-/// k + s * kv_dim. A sequence's position p is in slot table[p / block_size] * block_size + p % block_size.
+/// @brief KV cache of one layer, paged: the K (and V) row of token slot s, kv_dim elements
+/// of `type` (f32, f16, bf16 or q8_0), lives at byte s * row_bytes(type, kv_dim) of k (v).
+/// A sequence's position p is in slot table[p / block_size] * block_size + p % block_size.
 struct KvLayerView {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int64_t kv_dim = 0;
+  DType type = DType::F32;
+  size_t row_bytes() const { return th::row_bytes(type, kv_dim); }
 };
 
 /// @brief Which tokens of a ragged batch belong to which sequence, and what each may see.

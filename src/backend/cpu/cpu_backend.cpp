@@ -103,17 +103,19 @@ class CpuBackend final : public Backend {
   }
 
   void kv_write(const KvLayerView& kv, const AttentionBatch& b, const float* k, const float* v) override {
-    const size_t bytes = static_cast<size_t>(kv.kv_dim) * sizeof(float);
+    const size_t rb = kv.row_bytes();
     for (int64_t t = 0; t < b.n_tokens; ++t) {
-      const int64_t slot = b.token_slot[t];
-      std::memcpy(kv.k + slot * kv.kv_dim, k + t * kv.kv_dim, bytes);
-      std::memcpy(kv.v + slot * kv.kv_dim, v + t * kv.kv_dim, bytes);
+      const size_t at = static_cast<size_t>(b.token_slot[t]) * rb;
+      quantize_row(kv.type, k + t * kv.kv_dim, static_cast<uint8_t*>(kv.k) + at, kv.kv_dim);
+      quantize_row(kv.type, v + t * kv.kv_dim, static_cast<uint8_t*>(kv.v) + at, kv.kv_dim);
     }
   }
 
   void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out,
                  int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale) override {
     const int64_t group = n_heads / n_kv_heads;
+    const size_t rb = kv.row_bytes();
+    kv_row_.resize(static_cast<size_t>(kv.kv_dim));
     for (int64_t t = 0; t < b.n_tokens; ++t) {
       const std::span<const int32_t> table = b.seq_tables[static_cast<size_t>(b.token_seq[t])];
       const int64_t n_pos = b.token_pos[t] + 1;
@@ -123,7 +125,7 @@ class CpuBackend final : public Backend {
         const int64_t kvh = h / group;
         float mx = -INFINITY;
         for (int64_t p = 0; p < n_pos; ++p) {
-          const float* kp = kv.k + slot(table, b.block_size, p) * kv.kv_dim + kvh * head_dim;
+          const float* kp = kv_row(kv.k, kv, rb, slot(table, b.block_size, p)) + kvh * head_dim;
           float s = 0;
           for (int64_t i = 0; i < head_dim; ++i) s += qh[i] * kp[i];
           s *= scale;
@@ -139,7 +141,7 @@ class CpuBackend final : public Backend {
         float* oh = out + (t * n_heads + h) * head_dim;
         std::fill(oh, oh + head_dim, 0.0f);
         for (int64_t p = 0; p < n_pos; ++p) {
-          const float* vp = kv.v + slot(table, b.block_size, p) * kv.kv_dim + kvh * head_dim;
+          const float* vp = kv_row(kv.v, kv, rb, slot(table, b.block_size, p)) + kvh * head_dim;
           const float wgt = scores_[static_cast<size_t>(p)] / sum;
           for (int64_t i = 0; i < head_dim; ++i) oh[i] += wgt * vp[i];
         }
@@ -152,6 +154,14 @@ class CpuBackend final : public Backend {
     return static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs;
   }
 
+  // The K or V row of a slot as f32 (dequantized into kv_row_ unless the cache is f32).
+  const float* kv_row(const void* pool, const KvLayerView& kv, size_t rb, int64_t slot) {
+    const uint8_t* src = static_cast<const uint8_t*>(pool) + static_cast<size_t>(slot) * rb;
+    if (kv.type == DType::F32) return reinterpret_cast<const float*>(src);
+    dequantize_row(kv.type, src, kv_row_.data(), kv.kv_dim);
+    return kv_row_.data();
+  }
+
   // A row of w as f32: the data itself for F32, else dequantized into row_.
   const float* row(const WeightView& w, const uint8_t* src) {
     if (w.type == DType::F32) return reinterpret_cast<const float*>(src);
@@ -159,7 +169,7 @@ class CpuBackend final : public Backend {
     return row_.data();
   }
 
-  std::vector<float> row_, inv_freq_, scores_;
+  std::vector<float> row_, inv_freq_, scores_, kv_row_;
 };
 
 }  // namespace

@@ -1,0 +1,46 @@
+// Matrix products for quantized weights on the CPU, one kernel family per
+// weight type, each in generic, AVX2 and AVX-512 (VNNI) variants picked at
+// run time.
+//
+// A product y = W x runs in two steps, as in llama.cpp: the activations x are
+// converted once per token to the kernel's activation format (8-bit blocks
+// for the integer formats, so dot products run on integer SIMD), then `gemm`
+// computes a tile of rows for every token. gemm reads each weight row once
+// for all n_tokens tokens, so a batch costs far less than that many
+// matrix-vector products.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace th::cpu {
+
+enum class Isa { Generic, Avx2, Avx512 };
+std::string_view isa_name(Isa isa);
+
+/// @brief The ISAs this CPU can run, best last (Generic is always there).
+const std::vector<Isa>& available_isas();
+/// @brief The best ISA this CPU runs, or $TOKENHIVE_ISA (generic | avx2 | avx512) when set and available.
+Isa best_isa();
+
+struct MatmulKernel {
+  DType weight = DType::F32;
+  DType act = DType::F32;  // activation format: Q8_0, Q8_K or F32
+  Isa isa = Isa::Generic;
+  /// x (n f32) -> act format at dst (row_bytes(act, n) bytes).
+  void (*convert_act)(const float* x, void* dst, int64_t n) = nullptr;
+  /// y[t * y_stride + r] = dot(W row r, act row t) for r in [r0, r1), t < n_tokens.
+  /// W rows are w_row_bytes apart; act rows act_row_bytes apart; cols is the row length.
+  void (*gemm)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+               size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) = nullptr;
+};
+
+/// @brief The kernel for weights of `weight` type at `isa`, or nullptr when there is none
+/// (the backend then falls back to dequantize-and-dot).
+const MatmulKernel* find_matmul_kernel(DType weight, Isa isa);
+
+}  // namespace th::cpu

@@ -20,7 +20,9 @@ inline float f16_to_f32(uint16_t h) {
       bits |= sign;
     }
   } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
+    // A nan comes out quiet (payload kept), as F16C and ggml give it: a signalling nan
+    // would raise FE_INVALID wherever the weight is used.
+    bits = sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u);
   } else {
     bits = sign | ((exp + 112) << 23) | (mant << 13);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <utility>
 
 #include "tokenizer/unicode.h"
 
@@ -105,19 +106,42 @@ void spm_index_spaces(const std::vector<std::string>& tokens, SpmModel* model) {
 void spm_encode(const SpmModel& model, std::string_view text, std::vector<int32_t>* out) {
   // A merge joins two adjacent symbols into a token, so no merge can cross a
   // point that no token spans: cut before each U+2581 whose preceding byte
-  // never precedes one inside a token.
+  // never precedes one inside a token. The parts (mostly words) repeat, so
+  // their ids are remembered for the rest of the call.
+  constexpr size_t kMaxCachedPart = 64, kMaxCacheEntries = 1 << 16;
   std::vector<Symbol> symbols;
+  StringTable cache;
+  std::vector<std::pair<uint32_t, uint32_t>> cache_spans;
+  std::vector<int32_t> cache_ids;
+  auto encode_cached = [&](std::string_view part) {
+    const bool cacheable = part.size() <= kMaxCachedPart;
+    if (cacheable) {
+      if (const int32_t c = cache.find(part); c >= 0) {
+        const auto [at, n] = cache_spans[c];
+        out->insert(out->end(), cache_ids.begin() + at, cache_ids.begin() + at + n);
+        return;
+      }
+    }
+    const size_t before = out->size();
+    encode_part(model, part, symbols, out);
+    if (cacheable && cache.size() < kMaxCacheEntries) {
+      cache.insert(part, static_cast<int32_t>(cache_spans.size()));
+      cache_spans.emplace_back(static_cast<uint32_t>(cache_ids.size()),
+                               static_cast<uint32_t>(out->size() - before));
+      cache_ids.insert(cache_ids.end(), out->begin() + before, out->end());
+    }
+  };
   size_t part = 0;
   for (size_t offs = 0; offs < text.size();) {
     const size_t n = std::min(unicode::utf8_len(text[offs]), text.size() - offs);
     if (offs > part && text.compare(offs, kSpace.size(), kSpace) == 0 &&
         !model.byte_before_space[static_cast<uint8_t>(text[offs - 1])]) {
-      encode_part(model, text.substr(part, offs - part), symbols, out);
+      encode_cached(text.substr(part, offs - part));
       part = offs;
     }
     offs += n;
   }
-  encode_part(model, text.substr(part), symbols, out);
+  encode_cached(text.substr(part));
 }
 
 }  // namespace th

@@ -4,16 +4,20 @@
 // Decoding convention (decode and Detokenizer alike): a token's piece is the
 // bytes it stands for (SPM: U+2581 -> ' ', <0xNN> -> that byte; BPE: the
 // bytes_to_unicode characters -> their bytes). When the vocab adds a space
-// prefix (SPM), the piece right after BOS loses its leading space, as
-// llama2.c does and as llama.cpp does at the start of a text: that space is
-// the dummy prefix the encoder added. Nothing else is dropped or cleaned
-// (llama.cpp's clean_up_tokenization_spaces is not applied), so for BPE
-// decode(encode(x)) == x for valid UTF-8 x, and for SPM
+// prefix (SPM), the piece right after BOS loses its leading space: that space
+// is the dummy prefix the encoder added. llama2.c does exactly this; llama.cpp
+// drops it from the first token of whatever it detokenizes, which would also
+// eat the real space that starts a chunk of generated text, so here a
+// sequence that does not start with BOS keeps it. Nothing else is dropped or
+// cleaned (llama.cpp's clean_up_tokenization_spaces is not applied), so for
+// BPE decode(encode(x)) == x for valid UTF-8 x, and for SPM
 // decode(encode(x, add_special=true)) == x.
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <array>
+#include <climits>
+#include <cstdlib>
 #include <optional>
 
 #include "model/gguf.h"
@@ -28,7 +32,7 @@ namespace th {
 namespace {
 
 // llama.cpp's token attributes (a bit set: the text-based fix-ups below add
-// CONTROL or UNUSED to what token_type says).
+// CONTROL to what token_type says).
 enum Attr : uint32_t {
   kUnknown = 1u << 0,
   kUnused = 1u << 1,
@@ -264,8 +268,6 @@ Status Tokenizer::Impl::init() {
     force_control(id);
     if (id >= 0) eog.push_back(id);
   }
-  for (size_t i = 0; i < n; ++i)
-    if ((attrs[i] & kControl) && v.tokens[i].find("unused") != std::string::npos) attrs[i] |= kUnused;
   for (auto t : kEogTexts) {
     const int32_t id = index.find(t);
     force_control(id);

@@ -31,7 +31,9 @@ TEST(Detokenizer, NeverEmitsHalfACharacter) {
                                  "\xE9\xBF\x95\xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F x",
                                  "\xF0\x9F\xA6\x99", "a\nb"}) {
     const std::vector<int32_t> ids = t.encode(text, /*add_special=*/true, false);
-    if (text != "a\nb") ASSERT_GE(count_byte_tokens(t, ids), 4u) << "expected byte fallback for " << text;
+    if (text != "a\nb") {
+      ASSERT_GE(count_byte_tokens(t, ids), 4u) << "expected byte fallback for " << text;
+    }
     Detokenizer d(t);
     std::string all;
     for (int32_t id : ids) {

@@ -110,7 +110,7 @@ GgufArray strings(std::vector<std::string> s) {
 
 std::vector<std::string> n_tokens(int n) {
   std::vector<std::string> t;
-  for (int i = 0; i < n; ++i) t.push_back("t" + std::to_string(i));
+  for (int i = 0; i < n; ++i) t.push_back(std::string(1, 't').append(std::to_string(i)));
   return t;
 }
 

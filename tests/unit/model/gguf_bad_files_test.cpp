@@ -1,0 +1,598 @@
+// Bad GGUF files: every one must be refused with a one-line message that names
+// the problem -- never a crash, a huge allocation or a hang. The files are made
+// valid (by GgufWriter, or the real stories260K.gguf) and then broken by
+// patching single fields, located by walking the valid file's layout, so each
+// case breaks exactly one thing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/gguf.h"
+#include "test_util.h"
+
+namespace th {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+
+// ------------------------------------------------------------------ layout
+
+// Where the fields of a valid file lie (byte offsets from the file start).
+struct KvAt {
+  std::string key;
+  size_t key_len;   // the key's u64 length
+  size_t type;      // the value's u32 type
+  size_t value;     // the value; for an array its u32 element type, then u64 count at +4, elements at +12
+  size_t end;
+};
+struct TensorAt {
+  std::string name;
+  size_t name_len;
+  size_t n_dims;
+  size_t dims;      // dims[0]; dims[i] at dims + 8 * i
+  size_t type;
+  size_t offset;
+};
+struct Layout {
+  std::vector<KvAt> kv;
+  std::vector<TensorAt> tensors;
+  size_t header_end = 0;  // before the padding to the data section
+  const KvAt& key(std::string_view k) const {
+    for (const KvAt& e : kv)
+      if (e.key == k) return e;
+    ADD_FAILURE() << "no key " << k;
+    return kv.at(0);
+  }
+  const TensorAt& tensor(std::string_view n) const {
+    for (const TensorAt& t : tensors)
+      if (t.name == n) return t;
+    ADD_FAILURE() << "no tensor " << n;
+    return tensors.at(0);
+  }
+};
+
+// Walks a file the format's way, trusting it: only ever given valid files.
+class Walker {
+ public:
+  explicit Walker(const Bytes& b) : b_(b) {}
+
+  Layout walk() {
+    Layout l;
+    pos_ = 8;
+    const uint64_t n_tensors = get<uint64_t>();
+    const uint64_t n_kv = get<uint64_t>();
+    for (uint64_t i = 0; i < n_kv; ++i) {
+      KvAt e;
+      e.key_len = pos_;
+      e.key = str();
+      e.type = pos_;
+      const uint32_t t = get<uint32_t>();
+      e.value = pos_;
+      skip(t);
+      e.end = pos_;
+      l.kv.push_back(e);
+    }
+    for (uint64_t i = 0; i < n_tensors; ++i) {
+      TensorAt t;
+      t.name_len = pos_;
+      t.name = str();
+      t.n_dims = pos_;
+      const uint32_t nd = get<uint32_t>();
+      t.dims = pos_;
+      pos_ += 8 * nd;
+      t.type = pos_;
+      pos_ += 4;
+      t.offset = pos_;
+      pos_ += 8;
+      l.tensors.push_back(t);
+    }
+    l.header_end = pos_;
+    return l;
+  }
+
+ private:
+  template <class T>
+  T get() {
+    T x;
+    std::memcpy(&x, b_.data() + pos_, sizeof x);
+    pos_ += sizeof x;
+    return x;
+  }
+  std::string str() {
+    const uint64_t n = get<uint64_t>();
+    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  void skip(uint32_t type) {
+    switch (static_cast<GgufType>(type)) {
+      case GgufType::UINT8: case GgufType::INT8: case GgufType::BOOL: pos_ += 1; break;
+      case GgufType::UINT16: case GgufType::INT16: pos_ += 2; break;
+      case GgufType::UINT32: case GgufType::INT32: case GgufType::FLOAT32: pos_ += 4; break;
+      case GgufType::UINT64: case GgufType::INT64: case GgufType::FLOAT64: pos_ += 8; break;
+      case GgufType::STRING: str(); break;
+      case GgufType::ARRAY: {
+        const uint32_t et = get<uint32_t>();
+        const uint64_t n = get<uint64_t>();
+        for (uint64_t i = 0; i < n; ++i) skip(et);
+        break;
+      }
+    }
+  }
+  const Bytes& b_;
+  size_t pos_ = 0;
+};
+
+Layout layout_of(const Bytes& b) { return Walker(b).walk(); }
+
+template <class T>
+Bytes patched(Bytes b, size_t at, T value) {
+  EXPECT_LE(at + sizeof(T), b.size());
+  std::memcpy(b.data() + at, &value, sizeof(T));
+  return b;
+}
+
+template <class T>
+T read_at(const Bytes& b, size_t at) {
+  T x;
+  std::memcpy(&x, b.data() + at, sizeof x);
+  return x;
+}
+
+// ------------------------------------------------------------------ parsing
+
+// Parses an exactly-sized heap copy, so that ASan flags any read past the end.
+Result<GgufFile> parse_copy(const uint8_t* p, size_t n, std::vector<uint8_t>* keep) {
+  keep->assign(p, p + n);
+  keep->shrink_to_fit();
+  return GgufFile::parse(keep->data(), keep->size(), "bad.gguf");
+}
+
+// A refusal is one short line: a hostile file must not be able to put
+// newlines, terminal escapes or megabytes of its own text into it.
+testing::AssertionResult one_line(const std::string& m) {
+  if (m.empty()) return testing::AssertionFailure() << "empty message";
+  if (m.size() > 400) return testing::AssertionFailure() << m.size() << "-byte message: " << m.substr(0, 400);
+  for (char c : m)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return testing::AssertionFailure() << "control byte " << int{c} << " in message: " << m;
+  return testing::AssertionSuccess();
+}
+
+testing::AssertionResult Rejects(const Bytes& b, std::string_view want) {
+  std::vector<uint8_t> keep;
+  Result<GgufFile> g = parse_copy(b.data(), b.size(), &keep);
+  if (g.ok()) return testing::AssertionFailure() << "parsed, expected an error naming \"" << want << "\"";
+  if (g.message().find(want) == std::string::npos)
+    return testing::AssertionFailure() << "message \"" << g.message() << "\" does not say \"" << want << "\"";
+  if (g.message().rfind("bad.gguf: ", 0) != 0)
+    return testing::AssertionFailure() << "message \"" << g.message() << "\" does not name the file";
+  return one_line(g.message());
+}
+
+testing::AssertionResult Parses(const Bytes& b) {
+  std::vector<uint8_t> keep;
+  Result<GgufFile> g = parse_copy(b.data(), b.size(), &keep);
+  if (!g.ok()) return testing::AssertionFailure() << g.message();
+  return testing::AssertionSuccess();
+}
+
+// ------------------------------------------------------------------ files
+
+GgufArray int_array(GgufType t, std::vector<int64_t> v) {
+  GgufArray a;
+  a.elem_type = t;
+  a.ints = std::move(v);
+  return a;
+}
+
+// A small file with a value of every kind and two tensors of different types.
+GgufWriter sample_writer() {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_u32("u32", 7);
+  w.add_bool("flag", true);
+  w.add_f32("f32", 0.25f);
+  GgufArray strs;
+  strs.elem_type = GgufType::STRING;
+  strs.strings = {"<s>", "", "hello"};
+  w.add_array("strs", strs);
+  w.add_array("ints", int_array(GgufType::INT32, {1, -2, 3}));
+  GgufArray bools;
+  bools.elem_type = GgufType::BOOL;
+  bools.bools = {1, 0};
+  w.add_array("bools", bools);
+  GgufArray nested;
+  nested.elem_type = GgufType::ARRAY;
+  nested.arrays = {int_array(GgufType::UINT8, {1, 2}), int_array(GgufType::UINT8, {})};
+  w.add_array("nested", nested);
+  static const float kF32[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  w.add_tensor("t.f32", {4, 2}, DType::F32, kF32, sizeof kF32);
+  static const uint8_t kQ8[34] = {0x3c, 0x00, 1, 2, 3};  // one q8_0 block: f16 scale + 32 int8
+  w.add_tensor("t.q8", {32}, DType::Q8_0, kQ8, sizeof kQ8);
+  return w;
+}
+
+Bytes sample() { return sample_writer().to_bytes(); }
+
+Bytes stories() {
+  std::ifstream f(test::shared_path("models/stories260K.gguf"), std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// The smallest prefix of `b` that still holds every byte the reader needs:
+// the end of the last tensor's data, or of the header when there are none.
+// Only the padding after that may be cut.
+size_t needed_prefix(const Bytes& b) {
+  Result<GgufFile> g = GgufFile::parse(b.data(), b.size());
+  EXPECT_TRUE(g.ok()) << g.message();
+  size_t need = layout_of(b).header_end;
+  for (const GgufTensor& t : g->tensors())
+    need = std::max(need, static_cast<size_t>(t.data - b.data()) + t.nbytes);
+  return need;
+}
+
+// What a message about a cut-short file may say: each names the file's end.
+bool names_truncation(const std::string& m) {
+  for (const char* s : {"truncated", "past the end", "cannot fit", "left in the file"})
+    if (m.find(s) != std::string::npos) return true;
+  return false;
+}
+
+// Every prefix shorter than `need` fails with a one-line truncation message;
+// every longer one parses.
+void check_prefixes(const Bytes& b, const std::vector<size_t>& lengths) {
+  const size_t need = needed_prefix(b);
+  std::vector<uint8_t> keep;
+  for (size_t n : lengths) {
+    Result<GgufFile> g = parse_copy(b.data(), n, &keep);
+    if (n >= need) {
+      EXPECT_TRUE(g.ok()) << "prefix " << n << " of " << b.size() << ": " << g.message();
+      continue;
+    }
+    ASSERT_FALSE(g.ok()) << "prefix " << n << " of " << b.size() << " parsed; needs " << need;
+    EXPECT_TRUE(names_truncation(g.message())) << "prefix " << n << ": " << g.message();
+    EXPECT_TRUE(one_line(g.message())) << "prefix " << n;
+  }
+}
+
+// ------------------------------------------------------------------ truncation
+
+TEST(GgufBadFiles, SampleIsValid) {
+  const Bytes b = sample();
+  ASSERT_TRUE(Parses(b));
+  const Layout l = layout_of(b);
+  ASSERT_EQ(l.kv.size(), 8u);
+  ASSERT_EQ(l.tensors.size(), 2u);
+  EXPECT_EQ(read_at<uint64_t>(b, l.key("strs").value + 4), 3u);
+  EXPECT_EQ(read_at<uint32_t>(b, l.tensor("t.q8").type), static_cast<uint32_t>(DType::Q8_0));
+  // The last tensor ends before the file does: a prefix may cut the padding.
+  EXPECT_LT(needed_prefix(b), b.size());
+}
+
+TEST(GgufBadFiles, EveryPrefixOfASmallFile) {
+  const Bytes b = sample();
+  std::vector<size_t> all(b.size() + 1);
+  for (size_t n = 0; n <= b.size(); ++n) all[n] = n;
+  check_prefixes(b, all);
+}
+
+TEST(GgufBadFiles, EveryPrefixOfATensorlessFile) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_u32("general.alignment", 64);  // the header is padded to 64 though nothing follows
+  const Bytes b = w.to_bytes();
+  ASSERT_GT(b.size(), layout_of(b).header_end);
+  std::vector<size_t> all(b.size() + 1);
+  for (size_t n = 0; n <= b.size(); ++n) all[n] = n;
+  check_prefixes(b, all);
+}
+
+TEST(GgufBadFiles, ManyPrefixesOfStories260K) {
+  const Bytes b = stories();
+  ASSERT_GT(b.size(), 1000000u);
+  const Layout l = layout_of(b);
+  std::vector<size_t> lengths;
+  // Every cut inside the header (each field boundary and each byte between),
+  // a sweep through the tensor data, and the cuts around the end.
+  for (size_t n = 0; n <= l.header_end + 64; ++n) lengths.push_back(n);
+  for (size_t n = 0; n < b.size(); n += 997) lengths.push_back(n);
+  for (size_t n = b.size() - 64; n <= b.size(); ++n) lengths.push_back(n);
+  check_prefixes(b, lengths);
+}
+
+// ------------------------------------------------------------------ header
+
+TEST(GgufBadFiles, EmptyFile) { EXPECT_TRUE(Rejects({}, "truncated: magic")); }
+
+TEST(GgufBadFiles, WrongMagic) {
+  const Bytes b = sample();
+  EXPECT_TRUE(Rejects(patched<uint32_t>(b, 0, 0x47475546), "bad magic"));  // "FUGG": byte-swapped
+  EXPECT_TRUE(Rejects(patched<uint32_t>(b, 0, 0x746a6767), "bad magic"));  // "ggjt": pre-GGUF llama.cpp
+  EXPECT_TRUE(Rejects(patched<uint32_t>(b, 0, 0), "not a GGUF file"));
+}
+
+TEST(GgufBadFiles, UnknownVersions) {
+  const Bytes b = sample();
+  for (uint32_t v : {0u, 1u, 4u, 0xffffffffu}) {
+    SCOPED_TRACE(v);
+    EXPECT_TRUE(Rejects(patched<uint32_t>(b, 4, v), cat("unsupported GGUF version ", v)));
+  }
+  EXPECT_TRUE(Parses(patched<uint32_t>(b, 4, 2)));  // v2 has the same layout
+}
+
+TEST(GgufBadFiles, AbsurdCounts) {
+  const Bytes b = sample();
+  for (uint64_t n : {uint64_t{1} << 63, uint64_t{1} << 40, kU64Max, uint64_t{1000}}) {
+    SCOPED_TRACE(n);
+    EXPECT_TRUE(Rejects(patched<uint64_t>(b, 8, n), cat("tensor count ", n, " cannot fit")));
+    EXPECT_TRUE(Rejects(patched<uint64_t>(b, 16, n), cat("metadata count ", n, " cannot fit")));
+  }
+}
+
+TEST(GgufBadFiles, CountsOneTooMany) {
+  const Bytes b = sample();
+  // Plausible counts: the reader walks on into the next section and finds junk there.
+  EXPECT_FALSE(Parses(patched<uint64_t>(b, 16, 9)));
+  EXPECT_FALSE(Parses(patched<uint64_t>(b, 8, 3)));
+}
+
+// ------------------------------------------------------------------ metadata
+
+TEST(GgufBadFiles, AbsurdStringLengths) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  const KvAt& arch = l.key("general.architecture");
+  const KvAt& strs = l.key("strs");
+  const TensorAt& t = l.tensor("t.f32");
+  struct Case {
+    size_t at;
+    const char* what;
+  };
+  for (const Case& c : {Case{arch.key_len, "of metadata key"}, Case{arch.value, "of metadata string"},
+                        Case{strs.value + 12, "of array string"}, Case{t.name_len, "of tensor name"}}) {
+    SCOPED_TRACE(c.what);
+    const uint64_t left = b.size() - c.at - 8;
+    for (uint64_t len : {kU64Max, uint64_t{1} << 63, left + 1}) {
+      SCOPED_TRACE(len);
+      EXPECT_TRUE(Rejects(patched<uint64_t>(b, c.at, len), cat("string length ", len, " ", c.what)));
+    }
+    // Exactly the bytes left: the string swallows the rest of the file, which then ends too early.
+    EXPECT_FALSE(Parses(patched<uint64_t>(b, c.at, left)));
+  }
+}
+
+TEST(GgufBadFiles, UnknownValueTypes) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  for (uint32_t t : {13u, 14u, 0x80000000u, 0xffffffffu}) {
+    SCOPED_TRACE(t);
+    EXPECT_TRUE(Rejects(patched<uint32_t>(b, l.key("u32").type, t), cat("metadata 'u32': unknown value type ", t)));
+    EXPECT_TRUE(Rejects(patched<uint32_t>(b, l.key("ints").value, t),
+                        cat("metadata 'ints': unknown array element type ", t)));
+    EXPECT_TRUE(Rejects(patched<uint32_t>(b, l.key("nested").value + 12, t),
+                        cat("metadata 'nested': unknown array element type ", t)));
+  }
+}
+
+TEST(GgufBadFiles, AbsurdArrayLengths) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  for (const char* key : {"strs", "ints", "bools", "nested"}) {
+    SCOPED_TRACE(key);
+    const size_t count_at = l.key(key).value + 4;
+    for (uint64_t n : {kU64Max, uint64_t{1} << 63, uint64_t{1} << 40, uint64_t{b.size()}}) {
+      SCOPED_TRACE(n);
+      EXPECT_TRUE(Rejects(patched<uint64_t>(b, count_at, n), cat("metadata '", key, "': array of ", n)));
+    }
+  }
+  // Just past what the rest of the file could hold, by element size.
+  const size_t ints_at = l.key("ints").value + 4;
+  const uint64_t fit = (b.size() - ints_at - 8) / 4;
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, ints_at, fit + 1), "cannot fit"));
+  EXPECT_FALSE(Parses(patched<uint64_t>(b, ints_at, fit)));  // fits, but eats the tensor infos
+  // The inner arrays' counts are checked too.
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, l.key("nested").value + 16, kU64Max), "array of 18446744073709551615 uint8"));
+}
+
+GgufArray nest(int depth) {
+  GgufArray a = int_array(GgufType::INT8, {1});
+  for (int i = 1; i < depth; ++i) {
+    GgufArray outer;
+    outer.elem_type = GgufType::ARRAY;
+    outer.arrays.push_back(std::move(a));
+    a = std::move(outer);
+  }
+  return a;
+}
+
+TEST(GgufBadFiles, DeeplyNestedArrays) {
+  for (int depth : {1, 2, 8}) {
+    GgufWriter w;
+    w.add_array("deep", nest(depth));
+    EXPECT_TRUE(Parses(w.to_bytes())) << depth;
+  }
+  for (int depth : {9, 100}) {
+    SCOPED_TRACE(depth);
+    GgufWriter w;
+    w.add_array("deep", nest(depth));
+    EXPECT_TRUE(Rejects(w.to_bytes(), "metadata 'deep': arrays nested deeper than 8"));
+  }
+  // A million levels would overflow the stack of a reader that recursed
+  // without a limit. Built by hand: the writer (and GgufArray's destructor)
+  // would recurse that deep themselves.
+  GgufWriter w;
+  w.add_u32("deep", 0);
+  Bytes b = w.to_bytes();
+  b.resize(layout_of(b).kv[0].type);
+  auto put = [&b](auto x) {
+    const size_t at = b.size();
+    b.resize(at + sizeof x);
+    std::memcpy(b.data() + at, &x, sizeof x);
+  };
+  put(static_cast<uint32_t>(GgufType::ARRAY));
+  for (int i = 0; i < 1000000; ++i) {
+    put(static_cast<uint32_t>(GgufType::ARRAY));
+    put(uint64_t{1});
+  }
+  put(static_cast<uint32_t>(GgufType::INT8));
+  put(uint64_t{1});
+  put(int8_t{1});
+  EXPECT_TRUE(Rejects(b, "metadata 'deep': arrays nested deeper than 8"));
+}
+
+TEST(GgufBadFiles, BoolsOtherThanZeroOrOne) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  for (uint8_t x : {uint8_t{2}, uint8_t{0x80}, uint8_t{0xff}}) {
+    SCOPED_TRACE(int{x});
+    EXPECT_TRUE(Rejects(patched<uint8_t>(b, l.key("flag").value, x), cat("metadata 'flag': bool value ", int{x}, " is not 0 or 1")));
+    EXPECT_TRUE(Rejects(patched<uint8_t>(b, l.key("bools").value + 13, x), cat("metadata 'bools': bool value ", int{x})));
+  }
+}
+
+TEST(GgufBadFiles, DuplicateKeys) {
+  GgufWriter w = sample_writer();
+  w.add_u32("u32", 8);
+  EXPECT_TRUE(Rejects(w.to_bytes(), "duplicate metadata key 'u32'"));
+}
+
+TEST(GgufBadFiles, BadAlignment) {
+  for (uint32_t a : {0u, 3u, 48u, 1u << 21, 0x80000000u}) {
+    SCOPED_TRACE(a);
+    GgufWriter w = sample_writer();
+    w.add_u32("general.alignment", a);
+    EXPECT_TRUE(Rejects(w.to_bytes(), cat("general.alignment ", a, " is not a power of two")));
+  }
+  GgufWriter i32 = sample_writer();
+  i32.add_i32("general.alignment", 32);
+  EXPECT_TRUE(Rejects(i32.to_bytes(), "general.alignment has type int32, expected uint32"));
+  GgufWriter str = sample_writer();
+  str.add_string("general.alignment", "32");
+  EXPECT_TRUE(Rejects(str.to_bytes(), "general.alignment has type string, expected uint32"));
+  GgufWriter u64 = sample_writer();
+  u64.add("general.alignment", {GgufType::UINT64, int64_t{32}});
+  EXPECT_TRUE(Rejects(u64.to_bytes(), "general.alignment has type uint64, expected uint32"));
+  // A valid alignment the tensors do not follow.
+  GgufWriter big = sample_writer();
+  big.add_u32("general.alignment", 1024);
+  EXPECT_TRUE(Rejects(big.to_bytes(), "tensor 't.q8': offset 32 is not aligned to 1024"));
+}
+
+// ------------------------------------------------------------------ tensors
+
+TEST(GgufBadFiles, BadDimensionCounts) {
+  const Bytes b = sample();
+  const size_t at = layout_of(b).tensor("t.f32").n_dims;
+  for (uint32_t n : {0u, 5u, 0xffffffffu}) {
+    SCOPED_TRACE(n);
+    EXPECT_TRUE(Rejects(patched<uint32_t>(b, at, n), cat("tensor 't.f32': ", n, " dimensions (1 to 4 allowed)")));
+  }
+  EXPECT_FALSE(Parses(patched<uint32_t>(b, at, 1)));  // the second dim is then read as the type
+}
+
+TEST(GgufBadFiles, ZeroAndHugeDims) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  const TensorAt& t = l.tensor("t.f32");
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, t.dims, 0), "tensor 't.f32': dimension 0 = 0 is zero"));
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, t.dims + 8, 0), "tensor 't.f32': dimension 1 = 0 is zero"));
+  // A dim that is negative as int64.
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, t.dims, kU64Max), "dimension 0 = 18446744073709551615 is zero or too large"));
+  // Dims whose product overflows int64: 2^32 * 2^32.
+  Bytes over = patched<uint64_t>(patched<uint64_t>(b, t.dims, uint64_t{1} << 32), t.dims + 8, uint64_t{1} << 32);
+  EXPECT_TRUE(Rejects(over, "dimension 1 = 4294967296 is zero or too large"));
+  // Element count fits int64 but the bytes (x4 for f32) overflow 64 bits.
+  Bytes bytes_over = patched<uint64_t>(patched<uint64_t>(b, t.dims, uint64_t{1} << 31), t.dims + 8, uint64_t{1} << 31);
+  EXPECT_TRUE(Rejects(bytes_over, "tensor 't.f32': 18446744073709551615 bytes of data cannot fit"));
+  // Big but representable: more data than the file holds.
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, t.dims, 1000), "tensor 't.f32': 8000 bytes of data cannot fit"));
+}
+
+TEST(GgufBadFiles, UnknownTensorTypes) {
+  const Bytes b = sample();
+  const size_t at = layout_of(b).tensor("t.f32").type;
+  for (uint32_t type : {4u, 5u, 99u, 0xffffffffu}) {  // 4, 5: q4_2 and q4_3, removed from ggml
+    SCOPED_TRACE(type);
+    EXPECT_TRUE(Rejects(patched<uint32_t>(b, at, type), cat("tensor 't.f32': unknown tensor type ", type)));
+  }
+}
+
+TEST(GgufBadFiles, RowNotAMultipleOfTheBlock) {
+  GgufWriter w;
+  const uint8_t q[34] = {};
+  w.add_tensor("q", {40}, DType::Q8_0, q, sizeof q);
+  EXPECT_TRUE(Rejects(w.to_bytes(), "tensor 'q': row length 40 is not a multiple of the q8_0 block size 32"));
+  // The block rule is about rows: other dims may be anything.
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  const TensorAt& t = l.tensor("t.q8");
+  Bytes two_d = patched<uint32_t>(b, t.type, static_cast<uint32_t>(DType::F32));
+  EXPECT_TRUE(Parses(patched<uint64_t>(two_d, t.dims, 3)));
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, t.dims, 16), "row length 16 is not a multiple of the q8_0 block size 32"));
+}
+
+TEST(GgufBadFiles, TensorExtentsOutsideTheFile) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  const TensorAt& q = l.tensor("t.q8");
+  const uint64_t data_start = (l.header_end + 31) / 32 * 32;
+  const uint64_t data_size = b.size() - data_start;
+  // Offset past the end (aligned, so only the extent is wrong).
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.offset, (data_size + 31) / 32 * 32 + 32), "tensor 't.q8': data at"));
+  // The offset is in the file but the data runs past its end.
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.offset, data_size / 32 * 32), "lies outside the"));
+  // The file ends before the data section starts.
+  Bytes cut(b.begin(), b.begin() + static_cast<ptrdiff_t>(l.header_end));
+  EXPECT_TRUE(Rejects(cut, "the tensor data section at offset"));
+}
+
+TEST(GgufBadFiles, MisalignedOffsets) {
+  const Bytes b = sample();
+  const size_t at = layout_of(b).tensor("t.q8").offset;
+  const uint64_t off = read_at<uint64_t>(b, at);
+  for (uint64_t d : {1, 4, 16, 31}) {
+    SCOPED_TRACE(d);
+    EXPECT_TRUE(Rejects(patched<uint64_t>(b, at, off + d), cat("tensor 't.q8': offset ", off + d, " is not aligned to 32")));
+  }
+}
+
+TEST(GgufBadFiles, DuplicateTensorNames) {
+  GgufWriter w = sample_writer();
+  const float x[4] = {};
+  w.add_tensor("t.f32", {4}, DType::F32, x, sizeof x);
+  EXPECT_TRUE(Rejects(w.to_bytes(), "duplicate tensor name 't.f32'"));
+}
+
+// ------------------------------------------------------------------ stories260K
+
+// The same breakages in a real file, where the fields sit among 48 tensors
+// and a 512-entry vocabulary.
+TEST(GgufBadFiles, BrokenStories260K) {
+  const Bytes b = stories();
+  ASSERT_TRUE(Parses(b));
+  const Layout l = layout_of(b);
+  const KvAt& tokens = l.key("tokenizer.ggml.tokens");
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, tokens.value + 4, uint64_t{1} << 40),
+                      "metadata 'tokenizer.ggml.tokens': array of 1099511627776 string cannot fit"));
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, tokens.value + 12, kU64Max), "string length 18446744073709551615 of array string"));
+  EXPECT_TRUE(Rejects(patched<uint32_t>(b, tokens.value, 13), "unknown array element type 13"));
+  const TensorAt& last = l.tensors.back();
+  EXPECT_TRUE(Rejects(patched<uint32_t>(b, last.type, 5), cat("tensor '", last.name, "': unknown tensor type 5")));
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, last.offset, read_at<uint64_t>(b, last.offset) + 8), "is not aligned to 32"));
+  const TensorAt& q = l.tensor("blk.4.attn_q.weight");
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.dims + 8, uint64_t{1} << 40), "cannot fit in a 1185376-byte file"));
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, 16, uint64_t{1} << 40), "metadata count 1099511627776 cannot fit"));
+}
+
+}  // namespace
+}  // namespace th

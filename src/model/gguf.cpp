@@ -313,9 +313,13 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
                                " starts past the end of the ", size, "-byte file"));
   const uint64_t data_size = data_start <= size ? size - data_start : 0;
   for (GgufTensor& t : g.tensors_) {
-    if (t.offset > data_size || t.nbytes > data_size - t.offset)
+    // Two messages so that offset + nbytes is only printed when it cannot wrap.
+    if (t.offset > data_size)
+      return fail(Status::errorf("tensor '", t.name, "': data offset ", t.offset, " lies past the end of the ",
+                                 data_size, "-byte data section (file truncated?)"));
+    if (t.nbytes > data_size - t.offset)
       return fail(Status::errorf("tensor '", t.name, "': data at [", t.offset, ", ", t.offset + t.nbytes,
-                                 ") lies outside the ", data_size, "-byte data section (file truncated?)"));
+                                 ") runs past the end of the ", data_size, "-byte data section (file truncated?)"));
     t.data = data + data_start + t.offset;
   }
   return g;

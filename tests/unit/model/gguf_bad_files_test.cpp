@@ -548,9 +548,17 @@ TEST(GgufBadFiles, TensorExtentsOutsideTheFile) {
   const uint64_t data_start = (l.header_end + 31) / 32 * 32;
   const uint64_t data_size = b.size() - data_start;
   // Offset past the end (aligned, so only the extent is wrong).
-  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.offset, (data_size + 31) / 32 * 32 + 32), "tensor 't.q8': data at"));
+  const uint64_t past = (data_size + 31) / 32 * 32 + 32;
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.offset, past),
+                      cat("tensor 't.q8': data offset ", past, " lies past the end of the ", data_size, "-byte data section")));
   // The offset is in the file but the data runs past its end.
-  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.offset, data_size / 32 * 32), "lies outside the"));
+  const uint64_t last = data_size / 32 * 32;
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.offset, last),
+                      cat("tensor 't.q8': data at [", last, ", ", last + 34, ") runs past the end")));
+  // An offset so large that offset + size wraps around 2^64: the message
+  // must not print a wrapped end (it once said "data at [18446744073709551584, 2)").
+  const uint64_t huge = kU64Max / 32 * 32;
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, q.offset, huge), cat("data offset ", huge, " lies past the end")));
   // The file ends before the data section starts.
   Bytes cut(b.begin(), b.begin() + static_cast<ptrdiff_t>(l.header_end));
   EXPECT_TRUE(Rejects(cut, "the tensor data section at offset"));

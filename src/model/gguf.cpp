@@ -1,5 +1,6 @@
 #include "model/gguf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -38,6 +39,14 @@ uint64_t min_value_bytes(GgufType t) {
   }
   return 1;
 }
+
+// Strings, nested arrays, key-value pairs and tensor infos take several times
+// their smallest encoding in memory, so a count that merely fits in the file
+// can still ask for many times the file's size: a corrupt count in a 40 GiB
+// model would be a bad_alloc. They are appended as they are read, so memory
+// follows what the file really holds; the count only pre-sizes this much.
+constexpr uint64_t kMaxUpfrontCount = 4096;
+size_t upfront(uint64_t n) { return static_cast<size_t>(std::min(n, kMaxUpfrontCount)); }
 
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::FLOAT64); }
 
@@ -126,16 +135,22 @@ Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
   if (n > r.left() / min_value_bytes(a->elem_type))
     return Status::errorf("metadata '", key, "': array of ", n, " ", gguf_type_name(a->elem_type),
                           " cannot fit in the ", r.left(), " bytes left in the file");
+  // Fixed-size elements are sized up front: the check above guarantees that
+  // every one of them is there to be read.
   const size_t count = static_cast<size_t>(n);
   switch (a->elem_type) {
     case GgufType::STRING:
-      a->strings.resize(count);
-      for (size_t i = 0; i < count; ++i)
-        TH_RETURN_IF_ERROR(r.read_string(&a->strings[i], "array string"));
+      a->strings.reserve(upfront(n));
+      for (size_t i = 0; i < count; ++i) {
+        std::string s;
+        TH_RETURN_IF_ERROR(r.read_string(&s, "array string"));
+        a->strings.push_back(std::move(s));
+      }
       break;
     case GgufType::ARRAY:
-      a->arrays.resize(count);
-      for (size_t i = 0; i < count; ++i) TH_RETURN_IF_ERROR(read_array(r, &a->arrays[i], depth + 1, key));
+      a->arrays.reserve(upfront(n));
+      for (size_t i = 0; i < count; ++i)
+        TH_RETURN_IF_ERROR(read_array(r, &a->arrays.emplace_back(), depth + 1, key));
       break;
     case GgufType::BOOL:
       a->bools.resize(count);
@@ -245,7 +260,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   if (n_tensors > r.left() / 32)
     return fail(Status::errorf("tensor count ", n_tensors, " cannot fit in a ", size, "-byte file"));
 
-  g.kv_.reserve(static_cast<size_t>(n_kv));
+  g.kv_.reserve(upfront(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     if (Status s = r.read_string(&key, "metadata key"); !s.ok()) return fail(s);
@@ -268,7 +283,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
     g.alignment_ = al;
   }
 
-  g.tensors_.reserve(static_cast<size_t>(n_tensors));
+  g.tensors_.reserve(upfront(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     if (Status s = r.read_string(&t.name, "tensor name"); !s.ok()) return fail(s);

@@ -4,6 +4,7 @@
 // patching single fields, located by walking the valid file's layout, so each
 // case breaks exactly one thing.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -138,6 +139,28 @@ template <class T>
 Bytes patched(Bytes b, size_t at, T value) {
   EXPECT_LE(at + sizeof(T), b.size());
   std::memcpy(b.data() + at, &value, sizeof(T));
+  return b;
+}
+
+template <class T>
+void append(Bytes& b, T value) {
+  const size_t at = b.size();
+  b.resize(at + sizeof(T));
+  std::memcpy(b.data() + at, &value, sizeof(T));
+}
+
+void append_string(Bytes& b, std::string_view s) {
+  append<uint64_t>(b, s.size());
+  b.insert(b.end(), s.begin(), s.end());
+}
+
+// magic, version 3, counts.
+Bytes header(uint64_t n_tensors, uint64_t n_kv) {
+  Bytes b;
+  append<uint32_t>(b, 0x46554747);
+  append<uint32_t>(b, 3);
+  append<uint64_t>(b, n_tensors);
+  append<uint64_t>(b, n_kv);
   return b;
 }
 
@@ -430,23 +453,16 @@ TEST(GgufBadFiles, DeeplyNestedArrays) {
   // A million levels would overflow the stack of a reader that recursed
   // without a limit. Built by hand: the writer (and GgufArray's destructor)
   // would recurse that deep themselves.
-  GgufWriter w;
-  w.add_u32("deep", 0);
-  Bytes b = w.to_bytes();
-  b.resize(layout_of(b).kv[0].type);
-  auto put = [&b](auto x) {
-    const size_t at = b.size();
-    b.resize(at + sizeof x);
-    std::memcpy(b.data() + at, &x, sizeof x);
-  };
-  put(static_cast<uint32_t>(GgufType::ARRAY));
+  Bytes b = header(0, 1);
+  append_string(b, "deep");
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::ARRAY));
   for (int i = 0; i < 1000000; ++i) {
-    put(static_cast<uint32_t>(GgufType::ARRAY));
-    put(uint64_t{1});
+    append<uint32_t>(b, static_cast<uint32_t>(GgufType::ARRAY));
+    append<uint64_t>(b, 1);
   }
-  put(static_cast<uint32_t>(GgufType::INT8));
-  put(uint64_t{1});
-  put(int8_t{1});
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::INT8));
+  append<uint64_t>(b, 1);
+  append<int8_t>(b, 1);
   EXPECT_TRUE(Rejects(b, "metadata 'deep': arrays nested deeper than 8"));
 }
 
@@ -579,6 +595,80 @@ TEST(GgufBadFiles, DuplicateTensorNames) {
   const float x[4] = {};
   w.add_tensor("t.f32", {4}, DType::F32, x, sizeof x);
   EXPECT_TRUE(Rejects(w.to_bytes(), "duplicate tensor name 't.f32'"));
+}
+
+// ------------------------------------------------------------------ huge files
+
+// A 256 GiB "file" of zero pages, of which only the header is ever written or
+// read: it lets a count pass every does-it-fit check (the bytes are there) and
+// shows what the reader allocates on the count's word alone. A real model is
+// tens of GiB, so a corrupt count in one must not turn into a bad_alloc.
+class SparseImage {
+ public:
+  static constexpr size_t kSize = size_t{1} << 38;
+  explicit SparseImage(const Bytes& head) {
+    void* p = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return;
+    data_ = static_cast<uint8_t*>(p);
+    std::memcpy(data_, head.data(), head.size());
+  }
+  ~SparseImage() {
+    if (data_) munmap(data_, kSize);
+  }
+  SparseImage(const SparseImage&) = delete;
+  SparseImage& operator=(const SparseImage&) = delete;
+  bool ok() const { return data_ != nullptr; }
+  std::string parse_error() const {
+    Result<GgufFile> g = GgufFile::parse(data_, kSize, "huge.gguf");
+    return g.ok() ? "parsed" : g.message();
+  }
+
+ private:
+  uint8_t* data_ = nullptr;
+};
+
+#define SPARSE_REJECTS(head, want)                                                  \
+  do {                                                                              \
+    SparseImage img(head);                                                          \
+    if (!img.ok()) GTEST_SKIP() << "cannot map 256 GiB of address space";          \
+    const std::string m = img.parse_error();                                        \
+    EXPECT_NE(m.find(want), std::string::npos) << m;                                \
+    EXPECT_TRUE(one_line(m));                                                       \
+  } while (0)
+
+// Before: reserve(n) for 2^34 key-value pairs (about 1.3 TB) threw bad_alloc.
+TEST(GgufBadFiles, HugeMetadataCountInAHugeFile) {
+  // Zeros after the header read as key "" = uint8 0, twice.
+  SPARSE_REJECTS(header(0, uint64_t{1} << 34), "duplicate metadata key ''");
+}
+
+TEST(GgufBadFiles, HugeTensorCountInAHugeFile) {
+  // Zeros after the header read as a tensor "" with 0 dimensions.
+  SPARSE_REJECTS(header(uint64_t{1} << 32, 0), "0 dimensions");
+}
+
+// Before: resize(n) of 2^34 std::strings (512 GiB) ahead of reading the first.
+TEST(GgufBadFiles, HugeStringArrayInAHugeFile) {
+  Bytes b = header(0, 1);
+  append_string(b, "tokens");
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::ARRAY));
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::STRING));
+  append<uint64_t>(b, uint64_t{1} << 34);
+  append<uint64_t>(b, kU64Max);  // the first string's length
+  SPARSE_REJECTS(b, "string length 18446744073709551615 of array string");
+}
+
+// Before: resize(n) of 2^33 nested arrays (1 TiB), and again at every level.
+TEST(GgufBadFiles, HugeNestedArrayInAHugeFile) {
+  Bytes b = header(0, 1);
+  append_string(b, "a");
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::ARRAY));
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::ARRAY));
+  append<uint64_t>(b, uint64_t{1} << 33);
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::ARRAY));
+  append<uint64_t>(b, uint64_t{1} << 33);
+  append<uint32_t>(b, 99);  // the innermost array's element type
+  SPARSE_REJECTS(b, "unknown array element type 99");
 }
 
 // ------------------------------------------------------------------ stories260K

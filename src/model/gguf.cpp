@@ -84,11 +84,12 @@ class Reader {
   size_t pos_ = 0;
 };
 
-Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key);
+// Errors from reading a value do not name its key: the caller adds it, once.
+Status read_array(Reader& r, GgufArray* a, int depth);
 
-Status read_scalar(Reader& r, GgufType t, GgufValue* v, const std::string& key) {
+Status read_scalar(Reader& r, GgufType t, GgufValue* v) {
   v->type = t;
-  const char* what = "metadata value";
+  const char* what = "value";
   switch (t) {
     case GgufType::UINT8: { uint8_t x = 0; TH_RETURN_IF_ERROR(r.read(&x, what)); v->v = int64_t{x}; break; }
     case GgufType::INT8: { int8_t x = 0; TH_RETURN_IF_ERROR(r.read(&x, what)); v->v = int64_t{x}; break; }
@@ -103,19 +104,19 @@ Status read_scalar(Reader& r, GgufType t, GgufValue* v, const std::string& key) 
     case GgufType::BOOL: {
       uint8_t x = 0;
       TH_RETURN_IF_ERROR(r.read(&x, what));
-      if (x > 1) return Status::errorf("metadata '", key, "': bool value ", int{x}, " is not 0 or 1");
+      if (x > 1) return Status::errorf("bool value ", int{x}, " is not 0 or 1");
       v->v = x == 1;
       break;
     }
     case GgufType::STRING: {
       std::string s;
-      TH_RETURN_IF_ERROR(r.read_string(&s, "metadata string"));
+      TH_RETURN_IF_ERROR(r.read_string(&s, "string value"));
       v->v = std::move(s);
       break;
     }
     case GgufType::ARRAY: {
       auto a = std::make_shared<GgufArray>();
-      TH_RETURN_IF_ERROR(read_array(r, a.get(), 0, key));
+      TH_RETURN_IF_ERROR(read_array(r, a.get(), 0));
       v->v = std::move(a);
       break;
     }
@@ -123,17 +124,17 @@ Status read_scalar(Reader& r, GgufType t, GgufValue* v, const std::string& key) 
   return ok_status();
 }
 
-Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
+Status read_array(Reader& r, GgufArray* a, int depth) {
   if (depth >= kMaxArrayDepth)
-    return Status::errorf("metadata '", key, "': arrays nested deeper than ", kMaxArrayDepth);
+    return Status::errorf("arrays nested deeper than ", kMaxArrayDepth);
   uint32_t et = 0;
   uint64_t n = 0;
   TH_RETURN_IF_ERROR(r.read(&et, "array type"));
-  if (!valid_type(et)) return Status::errorf("metadata '", key, "': unknown array element type ", et);
+  if (!valid_type(et)) return Status::errorf("unknown array element type ", et);
   TH_RETURN_IF_ERROR(r.read(&n, "array length"));
   a->elem_type = static_cast<GgufType>(et);
   if (n > r.left() / min_value_bytes(a->elem_type))
-    return Status::errorf("metadata '", key, "': array of ", n, " ", gguf_type_name(a->elem_type),
+    return Status::errorf("array of ", n, " ", gguf_type_name(a->elem_type),
                           " cannot fit in the ", r.left(), " bytes left in the file");
   // Fixed-size elements are sized up front: the check above guarantees that
   // every one of them is there to be read.
@@ -150,13 +151,13 @@ Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
     case GgufType::ARRAY:
       a->arrays.reserve(upfront(n));
       for (size_t i = 0; i < count; ++i)
-        TH_RETURN_IF_ERROR(read_array(r, &a->arrays.emplace_back(), depth + 1, key));
+        TH_RETURN_IF_ERROR(read_array(r, &a->arrays.emplace_back(), depth + 1));
       break;
     case GgufType::BOOL:
       a->bools.resize(count);
       for (size_t i = 0; i < count; ++i) {
         GgufValue v;
-        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v, key));
+        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v));
         a->bools[i] = std::get<bool>(v.v) ? 1 : 0;
       }
       break;
@@ -165,7 +166,7 @@ Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
       a->floats.resize(count);
       for (size_t i = 0; i < count; ++i) {
         GgufValue v;
-        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v, key));
+        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v));
         a->floats[i] = std::get<double>(v.v);
       }
       break;
@@ -173,7 +174,7 @@ Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
       a->ints.resize(count);
       for (size_t i = 0; i < count; ++i) {
         GgufValue v;
-        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v, key));
+        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v));
         a->ints[i] = std::get<int64_t>(v.v);
       }
       break;
@@ -264,11 +265,13 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     if (Status s = r.read_string(&key, "metadata key"); !s.ok()) return fail(s);
+    // Whatever goes wrong from here on, the message names the key.
+    auto fail_kv = [&](const Status& s) { return fail(Status::errorf("metadata '", key, "': ", s.message())); };
     uint32_t t = 0;
-    if (Status s = r.read(&t, "metadata type"); !s.ok()) return fail(s);
-    if (!valid_type(t)) return fail(Status::errorf("metadata '", key, "': unknown value type ", t));
+    if (Status s = r.read(&t, "value type"); !s.ok()) return fail_kv(s);
+    if (!valid_type(t)) return fail_kv(Status::errorf("unknown value type ", t));
     GgufValue v;
-    if (Status s = read_scalar(r, static_cast<GgufType>(t), &v, key); !s.ok()) return fail(s);
+    if (Status s = read_scalar(r, static_cast<GgufType>(t), &v); !s.ok()) return fail_kv(s);
     if (g.kv_index_.count(key)) return fail(Status::errorf("duplicate metadata key '", key, "'"));
     g.kv_index_.emplace(key, g.kv_.size());
     g.kv_.emplace_back(std::move(key), std::move(v));
@@ -287,33 +290,38 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     if (Status s = r.read_string(&t.name, "tensor name"); !s.ok()) return fail(s);
+    // Whatever goes wrong from here on, the message names the tensor.
+    auto fail_t = [&](const Status& s) { return fail(Status::errorf("tensor '", t.name, "': ", s.message())); };
     uint32_t n_dims = 0;
-    if (Status s = r.read(&n_dims, "tensor dimension count"); !s.ok()) return fail(s);
+    if (Status s = r.read(&n_dims, "dimension count"); !s.ok()) return fail_t(s);
     if (n_dims == 0 || n_dims > kMaxDims)
-      return fail(Status::errorf("tensor '", t.name, "': ", n_dims, " dimensions (1 to ", kMaxDims, " allowed)"));
+      return fail_t(Status::errorf(n_dims, " dimensions (1 to ", kMaxDims, " allowed)"));
     int64_t n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim = 0;
-      if (Status s = r.read(&dim, "tensor dimension"); !s.ok()) return fail(s);
+      if (Status s = r.read(&dim, "dimension"); !s.ok()) return fail_t(s);
       if (dim == 0 || dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / n_elements))
-        return fail(Status::errorf("tensor '", t.name, "': dimension ", d, " = ", dim, " is zero or too large"));
+        return fail_t(Status::errorf("dimension ", d, " = ", dim, " is zero or too large"));
       n_elements *= static_cast<int64_t>(dim);
       t.dims.push_back(static_cast<int64_t>(dim));
     }
     uint32_t raw_type = 0;
-    if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail(s);
+    if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail_t(s);
     const DTypeInfo* info = dtype_info(raw_type);
-    if (!info) return fail(Status::errorf("tensor '", t.name, "': unknown tensor type ", raw_type));
+    if (!info) return fail_t(Status::errorf("unknown tensor type ", raw_type));
     t.type = info->type;
     if (t.dims[0] % info->block_size != 0)
-      return fail(Status::errorf("tensor '", t.name, "': row length ", t.dims[0],
-                                 " is not a multiple of the ", info->name, " block size ", info->block_size));
-    if (Status s = r.read(&t.offset, "tensor offset"); !s.ok()) return fail(s);
+      return fail_t(Status::errorf("row length ", t.dims[0], " is not a multiple of the ", info->name,
+                                   " block size ", info->block_size));
+    if (Status s = r.read(&t.offset, "data offset"); !s.ok()) return fail_t(s);
     if (t.offset % g.alignment_ != 0)
-      return fail(Status::errorf("tensor '", t.name, "': offset ", t.offset, " is not aligned to ", g.alignment_));
+      return fail_t(Status::errorf("offset ", t.offset, " is not aligned to ", g.alignment_));
     // n_elements < 2^63 and type_size <= 292: the product fits in 128 bits; check it fits in size_t.
     const unsigned __int128 bytes = static_cast<unsigned __int128>(n_elements / info->block_size) * info->type_size;
-    if (bytes > size) return fail(Status::errorf("tensor '", t.name, "': ", static_cast<uint64_t>(bytes > UINT64_MAX ? UINT64_MAX : bytes), " bytes of data cannot fit in a ", size, "-byte file"));
+    if (bytes > UINT64_MAX)
+      return fail_t(Status::errorf("2^64 or more bytes of data cannot fit in a ", size, "-byte file"));
+    if (bytes > size)
+      return fail_t(Status::errorf(static_cast<uint64_t>(bytes), " bytes of data cannot fit in a ", size, "-byte file"));
     t.nbytes = static_cast<size_t>(bytes);
     if (g.tensor_index_.count(t.name)) return fail(Status::errorf("duplicate tensor name '", t.name, "'"));
     g.tensor_index_.emplace(t.name, g.tensors_.size());

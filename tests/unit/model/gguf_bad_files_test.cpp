@@ -335,6 +335,31 @@ TEST(GgufBadFiles, ManyPrefixesOfStories260K) {
 
 // ------------------------------------------------------------------ header
 
+// A cut inside a key-value pair or a tensor info names the key or tensor,
+// not just an offset. (The counts are lowered to what comes before the cut,
+// else the does-it-fit checks on the counts would fire first.)
+TEST(GgufBadFiles, TruncationNamesTheKeyOrTensor) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  auto cut = [&b](size_t n, uint64_t n_kv, uint64_t n_tensors) {
+    Bytes c = patched<uint64_t>(patched<uint64_t>(b, 8, n_tensors), 16, n_kv);
+    c.resize(n);
+    return c;
+  };
+  const KvAt& arch = l.key("general.architecture");
+  EXPECT_TRUE(Rejects(cut(arch.type + 2, 1, 0), "metadata 'general.architecture': truncated: value type at offset"));
+  EXPECT_TRUE(Rejects(cut(arch.value + 3, 1, 0), "metadata 'general.architecture': truncated: string value at offset"));
+  EXPECT_TRUE(Rejects(cut(arch.value + 9, 1, 0), "metadata 'general.architecture': string length 5 of string value"));
+  EXPECT_TRUE(Rejects(cut(l.key("u32").value + 1, 2, 0), "metadata 'u32': truncated: value at offset"));
+  // The count check admits 3 strings of at least 8 bytes; the first two take 19.
+  EXPECT_TRUE(Rejects(cut(l.key("strs").value + 12 + 24, 5, 0), "metadata 'strs': truncated: array string at offset"));
+  const TensorAt& t = l.tensor("t.f32");
+  EXPECT_TRUE(Rejects(cut(t.n_dims + 1, 8, 1), "tensor 't.f32': truncated: dimension count at offset"));
+  EXPECT_TRUE(Rejects(cut(t.dims + 12, 8, 1), "tensor 't.f32': truncated: dimension at offset"));
+  EXPECT_TRUE(Rejects(cut(t.type, 8, 1), "tensor 't.f32': truncated: tensor type at offset"));
+  EXPECT_TRUE(Rejects(cut(t.offset + 7, 8, 1), "tensor 't.f32': truncated: data offset at offset"));
+}
+
 TEST(GgufBadFiles, EmptyFile) { EXPECT_TRUE(Rejects({}, "truncated: magic")); }
 
 TEST(GgufBadFiles, WrongMagic) {
@@ -381,7 +406,7 @@ TEST(GgufBadFiles, AbsurdStringLengths) {
     size_t at;
     const char* what;
   };
-  for (const Case& c : {Case{arch.key_len, "of metadata key"}, Case{arch.value, "of metadata string"},
+  for (const Case& c : {Case{arch.key_len, "of metadata key"}, Case{arch.value, "of string value"},
                         Case{strs.value + 12, "of array string"}, Case{t.name_len, "of tensor name"}}) {
     SCOPED_TRACE(c.what);
     const uint64_t left = b.size() - c.at - 8;
@@ -529,7 +554,7 @@ TEST(GgufBadFiles, ZeroAndHugeDims) {
   EXPECT_TRUE(Rejects(over, "dimension 1 = 4294967296 is zero or too large"));
   // Element count fits int64 but the bytes (x4 for f32) overflow 64 bits.
   Bytes bytes_over = patched<uint64_t>(patched<uint64_t>(b, t.dims, uint64_t{1} << 31), t.dims + 8, uint64_t{1} << 31);
-  EXPECT_TRUE(Rejects(bytes_over, "tensor 't.f32': 18446744073709551615 bytes of data cannot fit"));
+  EXPECT_TRUE(Rejects(bytes_over, "tensor 't.f32': 2^64 or more bytes of data cannot fit"));
   // Big but representable: more data than the file holds.
   EXPECT_TRUE(Rejects(patched<uint64_t>(b, t.dims, 1000), "tensor 't.f32': 8000 bytes of data cannot fit"));
 }

@@ -48,6 +48,28 @@ uint64_t min_value_bytes(GgufType t) {
 constexpr uint64_t kMaxUpfrontCount = 4096;
 size_t upfront(uint64_t n) { return static_cast<size_t>(std::min(n, kMaxUpfrontCount)); }
 
+// A key or tensor name for a message, quoted. It comes from the file, so
+// control bytes are escaped (a newline or a terminal escape would break the
+// one-line message) and a long one is cut (a megabyte key would flood it).
+std::string quoted(std::string_view s) {
+  constexpr size_t kMaxShown = 64;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "'";
+  if (s.size() > kMaxShown) out += cat("... (", s.size(), " bytes)");
+  return out;
+}
+
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::FLOAT64); }
 
 /// Bounds-checked little-endian cursor over the file image.
@@ -266,13 +288,13 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
     std::string key;
     if (Status s = r.read_string(&key, "metadata key"); !s.ok()) return fail(s);
     // Whatever goes wrong from here on, the message names the key.
-    auto fail_kv = [&](const Status& s) { return fail(Status::errorf("metadata '", key, "': ", s.message())); };
+    auto fail_kv = [&](const Status& s) { return fail(Status::errorf("metadata ", quoted(key), ": ", s.message())); };
     uint32_t t = 0;
     if (Status s = r.read(&t, "value type"); !s.ok()) return fail_kv(s);
     if (!valid_type(t)) return fail_kv(Status::errorf("unknown value type ", t));
     GgufValue v;
     if (Status s = read_scalar(r, static_cast<GgufType>(t), &v); !s.ok()) return fail_kv(s);
-    if (g.kv_index_.count(key)) return fail(Status::errorf("duplicate metadata key '", key, "'"));
+    if (g.kv_index_.count(key)) return fail(Status::errorf("duplicate metadata key ", quoted(key)));
     g.kv_index_.emplace(key, g.kv_.size());
     g.kv_.emplace_back(std::move(key), std::move(v));
   }
@@ -291,7 +313,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
     GgufTensor t;
     if (Status s = r.read_string(&t.name, "tensor name"); !s.ok()) return fail(s);
     // Whatever goes wrong from here on, the message names the tensor.
-    auto fail_t = [&](const Status& s) { return fail(Status::errorf("tensor '", t.name, "': ", s.message())); };
+    auto fail_t = [&](const Status& s) { return fail(Status::errorf("tensor ", quoted(t.name), ": ", s.message())); };
     uint32_t n_dims = 0;
     if (Status s = r.read(&n_dims, "dimension count"); !s.ok()) return fail_t(s);
     if (n_dims == 0 || n_dims > kMaxDims)
@@ -323,7 +345,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
     if (bytes > size)
       return fail_t(Status::errorf(static_cast<uint64_t>(bytes), " bytes of data cannot fit in a ", size, "-byte file"));
     t.nbytes = static_cast<size_t>(bytes);
-    if (g.tensor_index_.count(t.name)) return fail(Status::errorf("duplicate tensor name '", t.name, "'"));
+    if (g.tensor_index_.count(t.name)) return fail(Status::errorf("duplicate tensor name ", quoted(t.name)));
     g.tensor_index_.emplace(t.name, g.tensors_.size());
     g.tensors_.push_back(std::move(t));
   }
@@ -338,10 +360,10 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   for (GgufTensor& t : g.tensors_) {
     // Two messages so that offset + nbytes is only printed when it cannot wrap.
     if (t.offset > data_size)
-      return fail(Status::errorf("tensor '", t.name, "': data offset ", t.offset, " lies past the end of the ",
+      return fail(Status::errorf("tensor ", quoted(t.name), ": data offset ", t.offset, " lies past the end of the ",
                                  data_size, "-byte data section (file truncated?)"));
     if (t.nbytes > data_size - t.offset)
-      return fail(Status::errorf("tensor '", t.name, "': data at [", t.offset, ", ", t.offset + t.nbytes,
+      return fail(Status::errorf("tensor ", quoted(t.name), ": data at [", t.offset, ", ", t.offset + t.nbytes,
                                  ") runs past the end of the ", data_size, "-byte data section (file truncated?)"));
     t.data = data + data_start + t.offset;
   }

@@ -529,6 +529,34 @@ TEST(GgufBadFiles, BadAlignment) {
   EXPECT_TRUE(Rejects(big.to_bytes(), "tensor 't.q8': offset 32 is not aligned to 1024"));
 }
 
+// Keys and names come from the file: in a message they are escaped and cut
+// short, so a hostile file cannot break the one line or flood it.
+TEST(GgufBadFiles, HostileNamesInMessages) {
+  GgufWriter w;
+  w.add_u32("evil\n\x1b[2Jkey", 1);
+  w.add_u32("evil\n\x1b[2Jkey", 2);
+  EXPECT_TRUE(Rejects(w.to_bytes(), "duplicate metadata key 'evil\\x0a\\x1b[2Jkey'"));
+
+  const std::string long_key(100000, 'k');
+  GgufWriter w2;
+  w2.add_u32(long_key, 1);
+  w2.add_u32(long_key, 2);
+  EXPECT_TRUE(Rejects(w2.to_bytes(), cat("duplicate metadata key '", std::string(64, 'k'), "'... (100000 bytes)")));
+
+  GgufWriter w3;
+  w3.add_bool("flag\r", true);
+  Bytes b = w3.to_bytes();
+  EXPECT_TRUE(Rejects(patched<uint8_t>(b, layout_of(b).key("flag\r").value, 7), "metadata 'flag\\x0d': bool value 7"));
+
+  GgufWriter w4;
+  const float x[4] = {};
+  w4.add_tensor(std::string("t\0\t", 3), {4}, DType::F32, x, sizeof x);
+  b = w4.to_bytes();
+  EXPECT_TRUE(Rejects(patched<uint32_t>(b, layout_of(b).tensors[0].type, 99), "tensor 't\\x00\\x09': unknown tensor type 99"));
+  w4.add_tensor(std::string("t\0\t", 3), {4}, DType::F32, x, sizeof x);
+  EXPECT_TRUE(Rejects(w4.to_bytes(), "duplicate tensor name 't\\x00\\x09'"));
+}
+
 // ------------------------------------------------------------------ tensors
 
 TEST(GgufBadFiles, BadDimensionCounts) {

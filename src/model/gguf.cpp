@@ -367,6 +367,22 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
                                  ") runs past the end of the ", data_size, "-byte data section (file truncated?)"));
     t.data = data + data_start + t.offset;
   }
+  // Overlapping tensors cannot come from a writer (ggml lays them out one
+  // after another): one is a corrupt offset pointing into another's weights,
+  // which would load silently as garbage.
+  std::vector<const GgufTensor*> by_offset;
+  by_offset.reserve(g.tensors_.size());
+  for (const GgufTensor& t : g.tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensor& a = *by_offset[i - 1];
+    const GgufTensor& b = *by_offset[i];
+    if (b.offset < a.offset + a.nbytes)
+      return fail(Status::errorf("tensor ", quoted(b.name), ": data at [", b.offset, ", ", b.offset + b.nbytes,
+                                 ") overlaps tensor ", quoted(a.name), " at [", a.offset, ", ",
+                                 a.offset + a.nbytes, ")"));
+  }
   return g;
 }
 

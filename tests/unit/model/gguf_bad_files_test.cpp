@@ -643,6 +643,20 @@ TEST(GgufBadFiles, MisalignedOffsets) {
   }
 }
 
+TEST(GgufBadFiles, OverlappingTensors) {
+  const Bytes b = sample();
+  const Layout l = layout_of(b);
+  // The same offset twice.
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, l.tensor("t.q8").offset, 0),
+                      "tensor 't.q8': data at [0, 34) overlaps tensor 't.f32' at [0, 32)"));
+  // t.f32 grown to 64 bytes runs into t.q8 at 32.
+  EXPECT_TRUE(Rejects(patched<uint64_t>(b, l.tensor("t.f32").dims + 8, 4),
+                      "tensor 't.q8': data at [32, 66) overlaps tensor 't.f32' at [0, 64)"));
+  // Out of order but apart is fine.
+  Bytes swapped = patched<uint64_t>(patched<uint64_t>(b, l.tensor("t.q8").offset, 0), l.tensor("t.f32").offset, 64);
+  EXPECT_TRUE(Parses(swapped));
+}
+
 TEST(GgufBadFiles, DuplicateTensorNames) {
   GgufWriter w = sample_writer();
   const float x[4] = {};

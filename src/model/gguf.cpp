@@ -70,6 +70,32 @@ std::string quoted(std::string_view s) {
   return out;
 }
 
+// ggml type ids that tokenhive has no layout for, named: a model that uses
+// one is not corrupt, and "unknown type 16" would suggest that it is.
+struct ForeignType {
+  uint32_t id;
+  const char* name;
+  bool removed;  // gone from ggml too
+};
+constexpr ForeignType kForeignTypes[] = {
+    {4, "q4_2", true},        {5, "q4_3", true},        {16, "iq2_xxs", false},
+    {17, "iq2_xs", false},    {18, "iq3_xxs", false},   {19, "iq1_s", false},
+    {20, "iq4_nl", false},    {21, "iq3_s", false},     {22, "iq2_s", false},
+    {23, "iq4_xs", false},    {29, "iq1_m", false},     {31, "q4_0_4_4", true},
+    {32, "q4_0_4_8", true},   {33, "q4_0_8_8", true},   {34, "tq1_0", false},
+    {35, "tq2_0", false},     {36, "iq4_nl_4_4", true}, {37, "iq4_nl_4_8", true},
+    {38, "iq4_nl_8_8", true}, {39, "mxfp4", false},     {40, "nvfp4", false},
+    {41, "q1_0", false},      {42, "q2_0", false},
+};
+
+Status unsupported_type(uint32_t id) {
+  for (const ForeignType& t : kForeignTypes)
+    if (t.id == id)
+      return t.removed ? Status::errorf("tensor type ", id, " (", t.name, ") was removed from ggml; reconvert the model")
+                       : Status::errorf("tensor type ", id, " (", t.name, ") is not supported");
+  return Status::errorf("unknown tensor type ", id);
+}
+
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::FLOAT64); }
 
 /// Bounds-checked little-endian cursor over the file image.
@@ -330,7 +356,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
     uint32_t raw_type = 0;
     if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail_t(s);
     const DTypeInfo* info = dtype_info(raw_type);
-    if (!info) return fail_t(Status::errorf("unknown tensor type ", raw_type));
+    if (!info) return fail_t(unsupported_type(raw_type));
     t.type = info->type;
     if (t.dims[0] % info->block_size != 0)
       return fail_t(Status::errorf("row length ", t.dims[0], " is not a multiple of the ", info->name,

@@ -297,8 +297,13 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   if (Status s = r.read(&magic, "magic"); !s.ok()) return fail(s);
   if (magic != kMagic) return fail(Status::error("not a GGUF file (bad magic)"));
   if (Status s = r.read(&g.version_, "version"); !s.ok()) return fail(s);
-  if (g.version_ != 2 && g.version_ != 3)
-    return fail(Status::errorf("unsupported GGUF version ", g.version_, " (2 and 3 are supported)"));
+  if (g.version_ != 2 && g.version_ != 3) {
+    // GGUF v3 allows big-endian files; their version reads byte-swapped here.
+    const bool big_endian = g.version_ == 0x02000000 || g.version_ == 0x03000000;
+    return fail(Status::errorf("unsupported GGUF version ", g.version_,
+                               big_endian ? " (a big-endian file: only little-endian is supported)"
+                                          : " (2 and 3 are supported)"));
+  }
 
   uint64_t n_tensors = 0, n_kv = 0;
   if (Status s = r.read(&n_tensors, "tensor count"); !s.ok()) return fail(s);

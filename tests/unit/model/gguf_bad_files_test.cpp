@@ -376,6 +376,7 @@ TEST(GgufBadFiles, UnknownVersions) {
     EXPECT_TRUE(Rejects(patched<uint32_t>(b, 4, v), cat("unsupported GGUF version ", v)));
   }
   EXPECT_TRUE(Parses(patched<uint32_t>(b, 4, 2)));  // v2 has the same layout
+  EXPECT_TRUE(Rejects(patched<uint32_t>(b, 4, 0x03000000), "a big-endian file: only little-endian is supported"));
 }
 
 TEST(GgufBadFiles, AbsurdCounts) {

@@ -575,7 +575,19 @@ void GgufWriter::add_tensor_lazy(std::string name, std::vector<int64_t> dims, DT
   tensors_.push_back({std::move(name), std::move(dims), type, nbytes, {}, std::move(fill)});
 }
 
+uint64_t GgufWriter::layout_alignment() const {
+  for (const auto& [k, v] : kv_) {
+    if (k != "general.alignment" || v.type != GgufType::UINT32) continue;
+    const auto a = static_cast<uint64_t>(std::get<int64_t>(v.v));
+    // An alignment no reader accepts is written as given (tests make such
+    // files) but cannot be laid out by.
+    if (a != 0 && (a & (a - 1)) == 0) return a;
+  }
+  return alignment_;
+}
+
 std::vector<uint8_t> GgufWriter::header_bytes(std::vector<uint64_t>* offsets) const {
+  const uint64_t align = layout_alignment();
   Bytes out;
   out.put<uint32_t>(kMagic);
   out.put<uint32_t>(3);
@@ -602,13 +614,14 @@ std::vector<uint8_t> GgufWriter::header_bytes(std::vector<uint64_t>* offsets) co
     out.put<uint32_t>(static_cast<uint32_t>(t.type));
     out.put<uint64_t>(offset);
     offsets->push_back(offset);
-    offset = align_up(offset + t.nbytes, alignment_);
+    offset = align_up(offset + t.nbytes, align);
   }
-  out.b.resize(align_up(out.b.size(), alignment_), 0);
+  out.b.resize(align_up(out.b.size(), align), 0);
   return std::move(out.b);
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {
+  const uint64_t align = layout_alignment();
   std::vector<uint64_t> offsets;
   std::vector<uint8_t> out = header_bytes(&offsets);
   const size_t data_start = out.size();
@@ -618,7 +631,7 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
     uint8_t* dst = out.data() + data_start + offsets[i];
     if (t.fill) t.fill(dst, t.nbytes);
     else std::memcpy(dst, t.data.data(), t.nbytes);
-    out.resize(data_start + align_up(offsets[i] + t.nbytes, alignment_), 0);
+    out.resize(data_start + align_up(offsets[i] + t.nbytes, align), 0);
   }
   return out;
 }
@@ -626,6 +639,7 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 Status GgufWriter::write(const std::string& path) const {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return Status::errorf(path, ": cannot open for writing");
+  const uint64_t align = layout_alignment();
   std::vector<uint64_t> offsets;
   const std::vector<uint8_t> header = header_bytes(&offsets);
   f.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
@@ -633,7 +647,7 @@ Status GgufWriter::write(const std::string& path) const {
   std::vector<uint8_t> buf;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    const uint64_t end = align_up(offsets[i] + t.nbytes, alignment_);
+    const uint64_t end = align_up(offsets[i] + t.nbytes, align);
     buf.assign(static_cast<size_t>(end - pos), 0);
     uint8_t* dst = buf.data() + (offsets[i] - pos);
     if (t.fill) t.fill(dst, t.nbytes);

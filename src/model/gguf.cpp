@@ -579,9 +579,9 @@ uint64_t GgufWriter::layout_alignment() const {
   for (const auto& [k, v] : kv_) {
     if (k != "general.alignment" || v.type != GgufType::UINT32) continue;
     const auto a = static_cast<uint64_t>(std::get<int64_t>(v.v));
-    // An alignment no reader accepts is written as given (tests make such
-    // files) but cannot be laid out by.
-    if (a != 0 && (a & (a - 1)) == 0) return a;
+    // An alignment the reader refuses is written as given (tests make such
+    // files) but not laid out by: 2^31 would pad the file by gigabytes.
+    if (a != 0 && (a & (a - 1)) == 0 && a <= kMaxAlignment) return a;
   }
   return alignment_;
 }

@@ -118,6 +118,11 @@ TEST(Gguf, WriterLaysOutByAlignmentMetadata) {
     EXPECT_EQ(reinterpret_cast<const float*>(f->tensor("u")->data)[2], 3.0f);
     std::remove(path.c_str());
   }
+  // One the reader refuses is written, but not laid out by.
+  GgufWriter w;
+  w.add_u32("general.alignment", 0x80000000u);
+  w.add_tensor("t", {3}, DType::F32, data, sizeof data);
+  EXPECT_LT(w.to_bytes().size(), 4096u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "model/gguf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -39,6 +40,62 @@ uint64_t min_value_bytes(GgufType t) {
   return 1;
 }
 
+// Strings, nested arrays, key-value pairs and tensor infos take several times
+// their smallest encoding in memory, so a count that merely fits in the file
+// can still ask for many times the file's size: a corrupt count in a 40 GiB
+// model would be a bad_alloc. They are appended as they are read, so memory
+// follows what the file really holds; the count only pre-sizes this much.
+constexpr uint64_t kMaxUpfrontCount = 4096;
+size_t upfront(uint64_t n) { return static_cast<size_t>(std::min(n, kMaxUpfrontCount)); }
+
+// A key or tensor name for a message, quoted. It comes from the file, so
+// control bytes are escaped (a newline or a terminal escape would break the
+// one-line message) and a long one is cut (a megabyte key would flood it).
+std::string quoted(std::string_view s) {
+  constexpr size_t kMaxShown = 64;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "'";
+  if (s.size() > kMaxShown) out += cat("... (", s.size(), " bytes)");
+  return out;
+}
+
+// ggml type ids that tokenhive has no layout for, named: a model that uses
+// one is not corrupt, and "unknown type 16" would suggest that it is.
+struct ForeignType {
+  uint32_t id;
+  const char* name;
+  bool removed;  // gone from ggml too
+};
+constexpr ForeignType kForeignTypes[] = {
+    {4, "q4_2", true},        {5, "q4_3", true},        {16, "iq2_xxs", false},
+    {17, "iq2_xs", false},    {18, "iq3_xxs", false},   {19, "iq1_s", false},
+    {20, "iq4_nl", false},    {21, "iq3_s", false},     {22, "iq2_s", false},
+    {23, "iq4_xs", false},    {29, "iq1_m", false},     {31, "q4_0_4_4", true},
+    {32, "q4_0_4_8", true},   {33, "q4_0_8_8", true},   {34, "tq1_0", false},
+    {35, "tq2_0", false},     {36, "iq4_nl_4_4", true}, {37, "iq4_nl_4_8", true},
+    {38, "iq4_nl_8_8", true}, {39, "mxfp4", false},     {40, "nvfp4", false},
+    {41, "q1_0", false},      {42, "q2_0", false},
+};
+
+Status unsupported_type(uint32_t id) {
+  for (const ForeignType& t : kForeignTypes)
+    if (t.id == id)
+      return t.removed ? Status::errorf("tensor type ", id, " (", t.name, ") was removed from ggml; reconvert the model")
+                       : Status::errorf("tensor type ", id, " (", t.name, ") is not supported");
+  return Status::errorf("unknown tensor type ", id);
+}
+
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::FLOAT64); }
 
 /// Bounds-checked little-endian cursor over the file image.
@@ -75,11 +132,12 @@ class Reader {
   size_t pos_ = 0;
 };
 
-Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key);
+// Errors from reading a value do not name its key: the caller adds it, once.
+Status read_array(Reader& r, GgufArray* a, int depth);
 
-Status read_scalar(Reader& r, GgufType t, GgufValue* v, const std::string& key) {
+Status read_scalar(Reader& r, GgufType t, GgufValue* v) {
   v->type = t;
-  const char* what = "metadata value";
+  const char* what = "value";
   switch (t) {
     case GgufType::UINT8: { uint8_t x = 0; TH_RETURN_IF_ERROR(r.read(&x, what)); v->v = int64_t{x}; break; }
     case GgufType::INT8: { int8_t x = 0; TH_RETURN_IF_ERROR(r.read(&x, what)); v->v = int64_t{x}; break; }
@@ -94,19 +152,19 @@ Status read_scalar(Reader& r, GgufType t, GgufValue* v, const std::string& key) 
     case GgufType::BOOL: {
       uint8_t x = 0;
       TH_RETURN_IF_ERROR(r.read(&x, what));
-      if (x > 1) return Status::errorf("metadata '", key, "': bool value ", int{x}, " is not 0 or 1");
+      if (x > 1) return Status::errorf("bool value ", int{x}, " is not 0 or 1");
       v->v = x == 1;
       break;
     }
     case GgufType::STRING: {
       std::string s;
-      TH_RETURN_IF_ERROR(r.read_string(&s, "metadata string"));
+      TH_RETURN_IF_ERROR(r.read_string(&s, "string value"));
       v->v = std::move(s);
       break;
     }
     case GgufType::ARRAY: {
       auto a = std::make_shared<GgufArray>();
-      TH_RETURN_IF_ERROR(read_array(r, a.get(), 0, key));
+      TH_RETURN_IF_ERROR(read_array(r, a.get(), 0));
       v->v = std::move(a);
       break;
     }
@@ -114,34 +172,40 @@ Status read_scalar(Reader& r, GgufType t, GgufValue* v, const std::string& key) 
   return ok_status();
 }
 
-Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
+Status read_array(Reader& r, GgufArray* a, int depth) {
   if (depth >= kMaxArrayDepth)
-    return Status::errorf("metadata '", key, "': arrays nested deeper than ", kMaxArrayDepth);
+    return Status::errorf("arrays nested deeper than ", kMaxArrayDepth);
   uint32_t et = 0;
   uint64_t n = 0;
   TH_RETURN_IF_ERROR(r.read(&et, "array type"));
-  if (!valid_type(et)) return Status::errorf("metadata '", key, "': unknown array element type ", et);
+  if (!valid_type(et)) return Status::errorf("unknown array element type ", et);
   TH_RETURN_IF_ERROR(r.read(&n, "array length"));
   a->elem_type = static_cast<GgufType>(et);
   if (n > r.left() / min_value_bytes(a->elem_type))
-    return Status::errorf("metadata '", key, "': array of ", n, " ", gguf_type_name(a->elem_type),
+    return Status::errorf("array of ", n, " ", gguf_type_name(a->elem_type),
                           " cannot fit in the ", r.left(), " bytes left in the file");
+  // Fixed-size elements are sized up front: the check above guarantees that
+  // every one of them is there to be read.
   const size_t count = static_cast<size_t>(n);
   switch (a->elem_type) {
     case GgufType::STRING:
-      a->strings.resize(count);
-      for (size_t i = 0; i < count; ++i)
-        TH_RETURN_IF_ERROR(r.read_string(&a->strings[i], "array string"));
+      a->strings.reserve(upfront(n));
+      for (size_t i = 0; i < count; ++i) {
+        std::string s;
+        TH_RETURN_IF_ERROR(r.read_string(&s, "array string"));
+        a->strings.push_back(std::move(s));
+      }
       break;
     case GgufType::ARRAY:
-      a->arrays.resize(count);
-      for (size_t i = 0; i < count; ++i) TH_RETURN_IF_ERROR(read_array(r, &a->arrays[i], depth + 1, key));
+      a->arrays.reserve(upfront(n));
+      for (size_t i = 0; i < count; ++i)
+        TH_RETURN_IF_ERROR(read_array(r, &a->arrays.emplace_back(), depth + 1));
       break;
     case GgufType::BOOL:
       a->bools.resize(count);
       for (size_t i = 0; i < count; ++i) {
         GgufValue v;
-        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v, key));
+        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v));
         a->bools[i] = std::get<bool>(v.v) ? 1 : 0;
       }
       break;
@@ -150,7 +214,7 @@ Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
       a->floats.resize(count);
       for (size_t i = 0; i < count; ++i) {
         GgufValue v;
-        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v, key));
+        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v));
         a->floats[i] = std::get<double>(v.v);
       }
       break;
@@ -158,7 +222,7 @@ Status read_array(Reader& r, GgufArray* a, int depth, const std::string& key) {
       a->ints.resize(count);
       for (size_t i = 0; i < count; ++i) {
         GgufValue v;
-        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v, key));
+        TH_RETURN_IF_ERROR(read_scalar(r, a->elem_type, &v));
         a->ints[i] = std::get<int64_t>(v.v);
       }
       break;
@@ -233,8 +297,13 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   if (Status s = r.read(&magic, "magic"); !s.ok()) return fail(s);
   if (magic != kMagic) return fail(Status::error("not a GGUF file (bad magic)"));
   if (Status s = r.read(&g.version_, "version"); !s.ok()) return fail(s);
-  if (g.version_ != 2 && g.version_ != 3)
-    return fail(Status::errorf("unsupported GGUF version ", g.version_, " (2 and 3 are supported)"));
+  if (g.version_ != 2 && g.version_ != 3) {
+    // GGUF v3 allows big-endian files; their version reads byte-swapped here.
+    const bool big_endian = g.version_ == 0x02000000 || g.version_ == 0x03000000;
+    return fail(Status::errorf("unsupported GGUF version ", g.version_,
+                               big_endian ? " (a big-endian file: only little-endian is supported)"
+                                          : " (2 and 3 are supported)"));
+  }
 
   uint64_t n_tensors = 0, n_kv = 0;
   if (Status s = r.read(&n_tensors, "tensor count"); !s.ok()) return fail(s);
@@ -245,16 +314,18 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   if (n_tensors > r.left() / 32)
     return fail(Status::errorf("tensor count ", n_tensors, " cannot fit in a ", size, "-byte file"));
 
-  g.kv_.reserve(static_cast<size_t>(n_kv));
+  g.kv_.reserve(upfront(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     if (Status s = r.read_string(&key, "metadata key"); !s.ok()) return fail(s);
+    // Whatever goes wrong from here on, the message names the key.
+    auto fail_kv = [&](const Status& s) { return fail(Status::errorf("metadata ", quoted(key), ": ", s.message())); };
     uint32_t t = 0;
-    if (Status s = r.read(&t, "metadata type"); !s.ok()) return fail(s);
-    if (!valid_type(t)) return fail(Status::errorf("metadata '", key, "': unknown value type ", t));
+    if (Status s = r.read(&t, "value type"); !s.ok()) return fail_kv(s);
+    if (!valid_type(t)) return fail_kv(Status::errorf("unknown value type ", t));
     GgufValue v;
-    if (Status s = read_scalar(r, static_cast<GgufType>(t), &v, key); !s.ok()) return fail(s);
-    if (g.kv_index_.count(key)) return fail(Status::errorf("duplicate metadata key '", key, "'"));
+    if (Status s = read_scalar(r, static_cast<GgufType>(t), &v); !s.ok()) return fail_kv(s);
+    if (g.kv_index_.count(key)) return fail(Status::errorf("duplicate metadata key ", quoted(key)));
     g.kv_index_.emplace(key, g.kv_.size());
     g.kv_.emplace_back(std::move(key), std::move(v));
   }
@@ -268,39 +339,44 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
     g.alignment_ = al;
   }
 
-  g.tensors_.reserve(static_cast<size_t>(n_tensors));
+  g.tensors_.reserve(upfront(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     if (Status s = r.read_string(&t.name, "tensor name"); !s.ok()) return fail(s);
+    // Whatever goes wrong from here on, the message names the tensor.
+    auto fail_t = [&](const Status& s) { return fail(Status::errorf("tensor ", quoted(t.name), ": ", s.message())); };
     uint32_t n_dims = 0;
-    if (Status s = r.read(&n_dims, "tensor dimension count"); !s.ok()) return fail(s);
+    if (Status s = r.read(&n_dims, "dimension count"); !s.ok()) return fail_t(s);
     if (n_dims == 0 || n_dims > kMaxDims)
-      return fail(Status::errorf("tensor '", t.name, "': ", n_dims, " dimensions (1 to ", kMaxDims, " allowed)"));
+      return fail_t(Status::errorf(n_dims, " dimensions (1 to ", kMaxDims, " allowed)"));
     int64_t n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim = 0;
-      if (Status s = r.read(&dim, "tensor dimension"); !s.ok()) return fail(s);
+      if (Status s = r.read(&dim, "dimension"); !s.ok()) return fail_t(s);
       if (dim == 0 || dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / n_elements))
-        return fail(Status::errorf("tensor '", t.name, "': dimension ", d, " = ", dim, " is zero or too large"));
+        return fail_t(Status::errorf("dimension ", d, " = ", dim, " is zero or too large"));
       n_elements *= static_cast<int64_t>(dim);
       t.dims.push_back(static_cast<int64_t>(dim));
     }
     uint32_t raw_type = 0;
-    if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail(s);
+    if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail_t(s);
     const DTypeInfo* info = dtype_info(raw_type);
-    if (!info) return fail(Status::errorf("tensor '", t.name, "': unknown tensor type ", raw_type));
+    if (!info) return fail_t(unsupported_type(raw_type));
     t.type = info->type;
     if (t.dims[0] % info->block_size != 0)
-      return fail(Status::errorf("tensor '", t.name, "': row length ", t.dims[0],
-                                 " is not a multiple of the ", info->name, " block size ", info->block_size));
-    if (Status s = r.read(&t.offset, "tensor offset"); !s.ok()) return fail(s);
+      return fail_t(Status::errorf("row length ", t.dims[0], " is not a multiple of the ", info->name,
+                                   " block size ", info->block_size));
+    if (Status s = r.read(&t.offset, "data offset"); !s.ok()) return fail_t(s);
     if (t.offset % g.alignment_ != 0)
-      return fail(Status::errorf("tensor '", t.name, "': offset ", t.offset, " is not aligned to ", g.alignment_));
+      return fail_t(Status::errorf("offset ", t.offset, " is not aligned to ", g.alignment_));
     // n_elements < 2^63 and type_size <= 292: the product fits in 128 bits; check it fits in size_t.
     const unsigned __int128 bytes = static_cast<unsigned __int128>(n_elements / info->block_size) * info->type_size;
-    if (bytes > size) return fail(Status::errorf("tensor '", t.name, "': ", static_cast<uint64_t>(bytes > UINT64_MAX ? UINT64_MAX : bytes), " bytes of data cannot fit in a ", size, "-byte file"));
+    if (bytes > UINT64_MAX)
+      return fail_t(Status::errorf("2^64 or more bytes of data cannot fit in a ", size, "-byte file"));
+    if (bytes > size)
+      return fail_t(Status::errorf(static_cast<uint64_t>(bytes), " bytes of data cannot fit in a ", size, "-byte file"));
     t.nbytes = static_cast<size_t>(bytes);
-    if (g.tensor_index_.count(t.name)) return fail(Status::errorf("duplicate tensor name '", t.name, "'"));
+    if (g.tensor_index_.count(t.name)) return fail(Status::errorf("duplicate tensor name ", quoted(t.name)));
     g.tensor_index_.emplace(t.name, g.tensors_.size());
     g.tensors_.push_back(std::move(t));
   }
@@ -313,10 +389,30 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
                                " starts past the end of the ", size, "-byte file"));
   const uint64_t data_size = data_start <= size ? size - data_start : 0;
   for (GgufTensor& t : g.tensors_) {
-    if (t.offset > data_size || t.nbytes > data_size - t.offset)
-      return fail(Status::errorf("tensor '", t.name, "': data at [", t.offset, ", ", t.offset + t.nbytes,
-                                 ") lies outside the ", data_size, "-byte data section (file truncated?)"));
+    // Two messages so that offset + nbytes is only printed when it cannot wrap.
+    if (t.offset > data_size)
+      return fail(Status::errorf("tensor ", quoted(t.name), ": data offset ", t.offset, " lies past the end of the ",
+                                 data_size, "-byte data section (file truncated?)"));
+    if (t.nbytes > data_size - t.offset)
+      return fail(Status::errorf("tensor ", quoted(t.name), ": data at [", t.offset, ", ", t.offset + t.nbytes,
+                                 ") runs past the end of the ", data_size, "-byte data section (file truncated?)"));
     t.data = data + data_start + t.offset;
+  }
+  // Overlapping tensors cannot come from a writer (ggml lays them out one
+  // after another): one is a corrupt offset pointing into another's weights,
+  // which would load silently as garbage.
+  std::vector<const GgufTensor*> by_offset;
+  by_offset.reserve(g.tensors_.size());
+  for (const GgufTensor& t : g.tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensor& a = *by_offset[i - 1];
+    const GgufTensor& b = *by_offset[i];
+    if (b.offset < a.offset + a.nbytes)
+      return fail(Status::errorf("tensor ", quoted(b.name), ": data at [", b.offset, ", ", b.offset + b.nbytes,
+                                 ") overlaps tensor ", quoted(a.name), " at [", a.offset, ", ",
+                                 a.offset + a.nbytes, ")"));
   }
   return g;
 }
@@ -479,7 +575,19 @@ void GgufWriter::add_tensor_lazy(std::string name, std::vector<int64_t> dims, DT
   tensors_.push_back({std::move(name), std::move(dims), type, nbytes, {}, std::move(fill)});
 }
 
+uint64_t GgufWriter::layout_alignment() const {
+  for (const auto& [k, v] : kv_) {
+    if (k != "general.alignment" || v.type != GgufType::UINT32) continue;
+    const auto a = static_cast<uint64_t>(std::get<int64_t>(v.v));
+    // An alignment the reader refuses is written as given (tests make such
+    // files) but not laid out by: 2^31 would pad the file by gigabytes.
+    if (a != 0 && (a & (a - 1)) == 0 && a <= kMaxAlignment) return a;
+  }
+  return alignment_;
+}
+
 std::vector<uint8_t> GgufWriter::header_bytes(std::vector<uint64_t>* offsets) const {
+  const uint64_t align = layout_alignment();
   Bytes out;
   out.put<uint32_t>(kMagic);
   out.put<uint32_t>(3);
@@ -506,13 +614,14 @@ std::vector<uint8_t> GgufWriter::header_bytes(std::vector<uint64_t>* offsets) co
     out.put<uint32_t>(static_cast<uint32_t>(t.type));
     out.put<uint64_t>(offset);
     offsets->push_back(offset);
-    offset = align_up(offset + t.nbytes, alignment_);
+    offset = align_up(offset + t.nbytes, align);
   }
-  out.b.resize(align_up(out.b.size(), alignment_), 0);
+  out.b.resize(align_up(out.b.size(), align), 0);
   return std::move(out.b);
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {
+  const uint64_t align = layout_alignment();
   std::vector<uint64_t> offsets;
   std::vector<uint8_t> out = header_bytes(&offsets);
   const size_t data_start = out.size();
@@ -522,7 +631,7 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
     uint8_t* dst = out.data() + data_start + offsets[i];
     if (t.fill) t.fill(dst, t.nbytes);
     else std::memcpy(dst, t.data.data(), t.nbytes);
-    out.resize(data_start + align_up(offsets[i] + t.nbytes, alignment_), 0);
+    out.resize(data_start + align_up(offsets[i] + t.nbytes, align), 0);
   }
   return out;
 }
@@ -530,6 +639,7 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 Status GgufWriter::write(const std::string& path) const {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return Status::errorf(path, ": cannot open for writing");
+  const uint64_t align = layout_alignment();
   std::vector<uint64_t> offsets;
   const std::vector<uint8_t> header = header_bytes(&offsets);
   f.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
@@ -537,7 +647,7 @@ Status GgufWriter::write(const std::string& path) const {
   std::vector<uint8_t> buf;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    const uint64_t end = align_up(offsets[i] + t.nbytes, alignment_);
+    const uint64_t end = align_up(offsets[i] + t.nbytes, align);
     buf.assign(static_cast<size_t>(end - pos), 0);
     uint8_t* dst = buf.data() + (offsets[i] - pos);
     if (t.fill) t.fill(dst, t.nbytes);

@@ -112,6 +112,8 @@ class GgufFile {
 /// @brief Builds a GGUF v3 file in memory and writes it out.
 class GgufWriter {
  public:
+  /// A power of two. A general.alignment added as metadata (copied from another
+  /// file, say) wins over this: it is what readers lay the file out by.
   void set_alignment(uint32_t a) { alignment_ = a; }
   void add(std::string key, GgufValue value);
   void add_string(std::string key, std::string v);
@@ -142,6 +144,7 @@ class GgufWriter {
     std::function<void(uint8_t*, size_t)> fill;
   };
   std::vector<uint8_t> header_bytes(std::vector<uint64_t>* offsets) const;
+  uint64_t layout_alignment() const;
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<PendingTensor> tensors_;

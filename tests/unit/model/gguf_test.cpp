@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "test_util.h"
 
 namespace th {
@@ -88,6 +92,37 @@ TEST(Gguf, WriterRoundTripsEveryValueType) {
   EXPECT_EQ(reinterpret_cast<const float*>(t->data)[5], 6.0f);
   EXPECT_EQ((t->data - bytes.data()) % 64, 0);
   EXPECT_EQ(reinterpret_cast<const float*>(g->tensor("u")->data)[1], 2.0f);
+}
+
+// Metadata copied from another file may carry general.alignment: the writer
+// must lay the tensors out by it, or its output is refused as misaligned.
+TEST(Gguf, WriterLaysOutByAlignmentMetadata) {
+  const float data[3] = {1, 2, 3};
+  for (uint32_t a : {8u, 64u, 4096u}) {
+    SCOPED_TRACE(a);
+    GgufWriter w;
+    w.add_u32("general.alignment", a);
+    w.add_tensor("t", {3}, DType::F32, data, sizeof data);
+    w.add_tensor("u", {3}, DType::F32, data, sizeof data);
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    Result<GgufFile> g = GgufFile::parse(bytes.data(), bytes.size());
+    ASSERT_TRUE(g.ok()) << g.message();
+    EXPECT_EQ(g->alignment(), a);
+    EXPECT_EQ((g->tensor("u")->data - bytes.data()) % a, 0);
+    EXPECT_EQ(reinterpret_cast<const float*>(g->tensor("u")->data)[2], 3.0f);
+    // write() streams the same layout.
+    const std::string path = testing::TempDir() + "/tokenhive_align_" + std::to_string(getpid()) + ".gguf";
+    ASSERT_TRUE(w.write(path).ok());
+    Result<GgufFile> f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.message();
+    EXPECT_EQ(reinterpret_cast<const float*>(f->tensor("u")->data)[2], 3.0f);
+    std::remove(path.c_str());
+  }
+  // One the reader refuses is written, but not laid out by.
+  GgufWriter w;
+  w.add_u32("general.alignment", 0x80000000u);
+  w.add_tensor("t", {3}, DType::F32, data, sizeof data);
+  EXPECT_LT(w.to_bytes().size(), 4096u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "base/mapped_file.h"
+#include "test_util.h"
 
 namespace th {
 namespace {
@@ -34,7 +35,7 @@ TEST(Result, PropagatesErrors) {
 }
 
 TEST(MappedFile, MapsAndReportsMissing) {
-  const std::string path = ::testing::TempDir() + "/th_mapped_file_test.bin";
+  const std::string path = test::temp_path("mapped_file_test.bin");
   { std::ofstream(path) << "hello"; }
   Result<MappedFile> f = MappedFile::open(path);
   ASSERT_TRUE(f.ok()) << f.message();

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "model/gguf.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
@@ -102,6 +104,11 @@ TEST(LlamaModel, BatchedGreedyEqualsEachAlone) {
 
 class SyntheticModel : public ::testing::Test {
  protected:
+  void TearDown() override {
+    for (const std::string& p : written_) ::unlink(p.c_str());
+  }
+  std::vector<std::string> written_;
+
   std::string write(Arch arch, DType type, bool tied) {
     SyntheticSpec spec;
     spec.shape = {"tiny", 64, 2, 4, 2, 96, 256};
@@ -110,8 +117,11 @@ class SyntheticModel : public ::testing::Test {
     spec.tied_output = tied;
     Result<GgufFile> vocab = GgufFile::open(test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-llama-spm.gguf"));
     EXPECT_TRUE(vocab.ok()) << vocab.message();
-    const std::string path = ::testing::TempDir() + "/th_synth_" + std::to_string(static_cast<int>(arch)) + "_" +
+    // Named per test: ctest runs tests in parallel, and rewriting a file another test has mapped is SIGBUS.
+    const std::string test_name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const std::string path = test::temp_path("synth_" + test_name) + "_" + std::to_string(static_cast<int>(arch)) + "_" +
                              std::string(dtype_name(type)) + (tied ? "_tied" : "") + ".gguf";
+    written_.push_back(path);
     Status s = write_synthetic_model(spec, *vocab, path);
     EXPECT_TRUE(s.ok()) << s.message();
     return path;
@@ -154,6 +164,7 @@ TEST_F(SyntheticModel, Qwen2BiasesAreApplied) {
     w.add_tensor(t.name, t.dims, t.type, bias ? zeros.data() : t.data, t.nbytes);
   }
   const std::string zeroed = path + ".nobias.gguf";
+  written_.push_back(zeroed);
   ASSERT_TRUE(w.write(zeroed).ok());
   Loaded z = load(zeroed);
   ASSERT_TRUE(z.model);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "base/mapped_file.h"
@@ -44,6 +46,7 @@ TEST(MappedFile, MapsAndReportsMissing) {
   Result<MappedFile> missing = MappedFile::open(path + ".missing");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("cannot open"), std::string::npos);
+  ::unlink(path.c_str());
 }
 
 }  // namespace

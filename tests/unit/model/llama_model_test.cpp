@@ -171,6 +171,38 @@ TEST_F(SyntheticModel, Qwen2BiasesAreApplied) {
   EXPECT_NE(greedy_alone(*q.model, *q.backend, {1, 7, 8, 9}, 6), greedy_alone(*z.model, *z.backend, {1, 7, 8, 9}, 6));
 }
 
+TEST_F(SyntheticModel, RopeFrequencyFactorsAreApplied) {
+  // rope_freqs.weight (Llama 3.1's scaling) divides each frequency: factors of 1 change
+  // nothing, Llama 3.1's factors change the continuation.
+  const std::string path = write(Arch::Llama, DType::F16, false);
+  Loaded plain = load(path);
+  ASSERT_TRUE(plain.model);
+  const int64_t half = plain.model->config().rope_dim / 2;
+  auto write_factors = [&](const std::vector<float>& factors, const std::string& suffix) {
+    GgufWriter w;
+    for (const auto& [k, v] : plain.file.metadata()) w.add(k, v);
+    for (const GgufTensor& t : plain.file.tensors()) w.add_tensor(t.name, t.dims, t.type, t.data, t.nbytes);
+    w.add_tensor("rope_freqs.weight", {static_cast<int64_t>(factors.size())}, DType::F32, factors.data(),
+                 factors.size() * sizeof(float));
+    const std::string out = path + suffix;
+    written_.push_back(out);
+    EXPECT_TRUE(w.write(out).ok());
+    return out;
+  };
+  Loaded ones = load(write_factors(std::vector<float>(static_cast<size_t>(half), 1.0f), ".ones.gguf"));
+  Loaded scaled = load(write_factors(llama3_rope_freq_factors(2 * half, 10000.0f, 8.0f, 1.0f, 4.0f, 16), ".l3.gguf"));
+  ASSERT_TRUE(ones.model && scaled.model);
+  const std::vector<int32_t> prompt = {1, 50, 60, 70, 80, 90, 100, 110};
+  const auto base = greedy_alone(*plain.model, *plain.backend, prompt, 12);
+  EXPECT_EQ(greedy_alone(*ones.model, *ones.backend, prompt, 12), base);
+  EXPECT_NE(greedy_alone(*scaled.model, *scaled.backend, prompt, 12), base);
+  Result<GgufFile> bad = GgufFile::open(write_factors(std::vector<float>(3, 1.0f), ".bad.gguf"));
+  ASSERT_TRUE(bad.ok());
+  auto m = LlamaModel::load(*bad, *plain.backend);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("'rope_freqs.weight' has 3 elements"), std::string::npos) << m.message();
+}
+
 TEST(LlamaModel, RejectsMissingTensorsAndBadShapes) {
   Result<GgufFile> src = GgufFile::open(test::shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(src.ok());

@@ -1,0 +1,136 @@
+// q5_K weights x Q8_K activations with AVX2: as matmul_q4_k_avx2.cpp, with each level's
+// fifth bit taken from qh (bit j of qh[l] for element 32j + l), as
+// ggml_vec_dot_q5_K_q8_K does.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backend/cpu/act_q8k.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "tensor/quant_blocks.h"
+
+namespace th::cpu {
+
+namespace {
+
+constexpr size_t kQ8KBytes = sizeof(BlockQ8_K);
+
+float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float load_f32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, sizeof f);
+  return f;
+}
+
+float load_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+__m256i scales_and_mins(const uint8_t* scales12) {
+  constexpr uint32_t kMask6 = 0x3f3f3f3f, kMask4 = 0x0f0f0f0f, kMask2 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, scales12, 12);
+  u[3] = ((u[2] >> 4) & kMask4) | (((u[1] >> 6) & kMask2) << 4);
+  const uint32_t mins_lo = u[1] & kMask6;
+  u[1] = (u[2] & kMask4) | (((u[0] >> 6) & kMask2) << 4);
+  u[2] = mins_lo;
+  u[0] &= kMask6;
+  return _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
+                                            static_cast<int>(u[1]), static_cast<int>(u[0])));
+}
+
+__m256i lane16(int i) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * i)); }
+
+// The 32 levels of sub-block j: nibbles `nib` (already masked to 0..15) plus 16 where bit j of qh is set.
+__m256i with_bit4(__m256i nib, __m256i qh, int j) {
+  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+  return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
+
+float dot_row(const uint8_t* row, const uint8_t* act, int64_t nb) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = row + b * sizeof(BlockQ5_K);
+    const uint8_t* ab = act + b * kQ8KBytes;
+    const float da = load_f32(ab);
+    const __m256i sm = scales_and_mins(wb + offsetof(BlockQ5_K, scales));
+    const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + offsetof(BlockQ8_K, bsums)));
+    const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + offsetof(BlockQ8_K, bsums) + 16));
+    const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), _mm_hadd_epi16(bs_lo, bs_hi));
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(-da * load_f16(wb + offsetof(BlockQ5_K, dmin))), _mm_cvtepi32_ps(prod), acc_m);
+
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + offsetof(BlockQ5_K, qh)));
+    const uint8_t* qs = wb + offsetof(BlockQ5_K, qs);
+    const uint8_t* q8 = ab + offsetof(BlockQ8_K, qs);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      const __m256i lo = with_bit4(_mm256_and_si256(bits, m4), qh, 2 * c);
+      const __m256i hi = with_bit4(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), qh, 2 * c + 1);
+      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c));
+      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32));
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c)), _mm256_maddubs_epi16(lo, a_lo));
+      const __m256i p_hi =
+          _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c + 1)), _mm256_maddubs_epi16(hi, a_hi));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(da * load_f16(wb)), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+  return hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+}
+
+}  // namespace
+
+void unpack_q5_k_avx2(const uint8_t* row, int64_t nb, PanelK4* out) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = row + b * sizeof(BlockQ5_K);
+    PanelK4& p = out[b];
+    unpack_k4_scales(wb + offsetof(BlockQ5_K, scales), load_f16(wb), load_f16(wb + offsetof(BlockQ5_K, dmin)), p);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + offsetof(BlockQ5_K, qh)));
+    const uint8_t* qs = wb + offsetof(BlockQ5_K, qs);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p.q + 64 * c), with_bit4(_mm256_and_si256(bits, m4), qh, 2 * c));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p.q + 64 * c + 32),
+                         with_bit4(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), qh, 2 * c + 1));
+    }
+  }
+}
+
+namespace {
+
+void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (n_tokens == 1) return gemv_q5_k_avx2(w, w_row_bytes, cols, r0, r1, act, y);
+  gemm_via_panels<PanelK4>(unpack_q5_k_avx2, panel_gemm_k4_avx2, w, w_row_bytes, cols, r0, r1, act, act_row_bytes,
+                           n_tokens, y, y_stride);
+}
+
+}  // namespace
+
+void gemv_q5_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                    const uint8_t* act, float* y) {
+  const int64_t nb = cols / kQKK;
+  for (int64_t r = r0; r < r1; ++r) y[r] = dot_row(w + r * w_row_bytes, act, nb);
+}
+
+MatmulKernel matmul_q5_k_avx2() {
+  return {DType::Q5_K, DType::Q8_K, Isa::Avx2, quantize_row_q8_k_avx2, gemm};
+}
+
+}  // namespace th::cpu

@@ -38,59 +38,74 @@ float load_f16(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// The 8 scales and 8 mins of a block as int16 (scales in the low 128 bits), the same
-// shuffle as unpack_k4_scales.
+// The 8 scales and 8 mins of a block as int16 (scales in the low 128 bits): the shuffle of
+// unpack_k4_scales on one vector. Reads 16 bytes at scales12, 4 past the 12 scale bytes,
+// which are still inside the block (its quants). In scalar code this shuffle cost about
+// 40 instructions per block, most of them moves through the stack (callgrind).
 __m256i scales_and_mins(const uint8_t* scales12) {
-  constexpr uint32_t kMask6 = 0x3f3f3f3f, kMask4 = 0x0f0f0f0f, kMask2 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, scales12, 12);
-  u[3] = ((u[2] >> 4) & kMask4) | (((u[1] >> 6) & kMask2) << 4);
-  const uint32_t mins_lo = u[1] & kMask6;
-  u[1] = (u[2] & kMask4) | (((u[0] >> 6) & kMask2) << 4);
-  u[2] = mins_lo;
-  u[0] &= kMask6;
-  return _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
-                                            static_cast<int>(u[1]), static_cast<int>(u[0])));
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales12));  // words u0 u1 u2 -
+  const __m128i v = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 1, 2, 0));                 // u0 u2 u1 u2
+  const __m128i w = _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0));                 // u0 u0 u1 u1
+  // Words 0 and 2: scales 0-3, mins 0-3, the low six bits of u0 and u1.
+  const __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
+  // Words 1 and 3: scales 4-7 (low nibbles of u2) and mins 4-7 (high nibbles), each with
+  // the top two bits of u0 / u1 as bits 4-5.
+  const __m128i nib = _mm_and_si128(_mm_srlv_epi32(v, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
+  const __m128i top = _mm_and_si128(_mm_srli_epi32(w, 2), _mm_set1_epi32(0x30303030));
+  return _mm256_cvtepu8_epi16(_mm_blend_epi32(lo, _mm_or_si128(nib, top), 0b1010));
 }
 
 // vpshufb pattern that broadcasts int16 lane i of each 128-bit half.
 __m256i lane16(int i) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * i)); }
 
-float dot_row(const uint8_t* row, const uint8_t* act, int64_t nb) {
+// Dot products of NR rows with one activation row. Two rows at a time share the
+// activation loads and block sums (callgrind: 104 -> 86 instructions per 144-byte block).
+template <int NR>
+void dot_rows(const uint8_t* const* rows, const uint8_t* act, int64_t nb, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
+  __m256 acc[NR];
+  __m128 acc_m[NR];
+  for (int i = 0; i < NR; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    acc_m[i] = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = row + b * sizeof(BlockQ4_K);
     const uint8_t* ab = act + b * kQ8KBytes;
     const float da = load_f32(ab);
-    const __m256i sm = scales_and_mins(wb + offsetof(BlockQ4_K, scales));
-    // Mins: -dmin * d_a * sum_j m_j * (bsum[2j] + bsum[2j+1]).
     const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + offsetof(BlockQ8_K, bsums)));
     const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + offsetof(BlockQ8_K, bsums) + 16));
-    const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), _mm_hadd_epi16(bs_lo, bs_hi));
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(-da * load_f16(wb + offsetof(BlockQ4_K, dmin))), _mm_cvtepi32_ps(prod), acc_m);
-
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-    const uint8_t* qs = wb + offsetof(BlockQ4_K, qs);
+    const __m128i bsum32 = _mm_hadd_epi16(bs_lo, bs_hi);  // sums of each 32-element sub-block
     const uint8_t* q8 = ab + offsetof(BlockQ8_K, qs);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(bits, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32));
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c)), _mm256_maddubs_epi16(lo, a_lo));
-      const __m256i p_hi =
-          _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c + 1)), _mm256_maddubs_epi16(hi, a_hi));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+    for (int i = 0; i < NR; ++i) {
+      const uint8_t* wb = rows[i] + b * sizeof(BlockQ4_K);
+      const __m256i sm = scales_and_mins(wb + offsetof(BlockQ4_K, scales));
+      // Mins: -dmin * d_a * sum_j m_j * bsum32_j.
+      const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bsum32);
+      acc_m[i] = _mm_fmadd_ps(_mm_set1_ps(-da * load_f16(wb + offsetof(BlockQ4_K, dmin))), _mm_cvtepi32_ps(prod),
+                              acc_m[i]);
+      const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+      const uint8_t* qs = wb + offsetof(BlockQ4_K, qs);
+      __m256i sumi = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+        const __m256i lo = _mm256_and_si256(bits, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c));
+        const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32));
+        const __m256i p_lo =
+            _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c)), _mm256_maddubs_epi16(lo, a_lo));
+        const __m256i p_hi =
+            _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c + 1)), _mm256_maddubs_epi16(hi, a_hi));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+      }
+      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(da * load_f16(wb)), _mm256_cvtepi32_ps(sumi), acc[i]);
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(da * load_f16(wb)), _mm256_cvtepi32_ps(sumi), acc);
   }
-  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-  return hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+  for (int i = 0; i < NR; ++i) {
+    __m128 m = _mm_add_ps(acc_m[i], _mm_movehl_ps(acc_m[i], acc_m[i]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[i] = hsum_ps(acc[i]) + _mm_cvtss_f32(m);
+  }
 }
 
 }  // namespace
@@ -124,7 +139,15 @@ void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_
 void gemv_q4_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                     const uint8_t* act, float* y) {
   const int64_t nb = cols / kQKK;
-  for (int64_t r = r0; r < r1; ++r) y[r] = dot_row(w + r * w_row_bytes, act, nb);
+  int64_t r = r0;
+  for (; r + 2 <= r1; r += 2) {
+    const uint8_t* rows[2] = {w + r * w_row_bytes, w + (r + 1) * w_row_bytes};
+    dot_rows<2>(rows, act, nb, y + r);
+  }
+  if (r < r1) {
+    const uint8_t* rows[1] = {w + r * w_row_bytes};
+    dot_rows<1>(rows, act, nb, y + r);
+  }
 }
 
 MatmulKernel matmul_q4_k_avx2() {

@@ -53,48 +53,63 @@ __m256i scales_and_mins(const uint8_t* scales12) {
 
 __m256i lane16(int i) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * i)); }
 
-// The 32 levels of sub-block j: nibbles `nib` (already masked to 0..15) plus 16 where bit j of qh is set.
+// The 32 levels of sub-block j: nibbles `nib` (already masked to 0..15) plus bit j of qh
+// moved to bit 4 with one 16-bit shift: bits that cross into the neighbouring byte land
+// below bit 4 (left shifts of at most 4) or above it (right shifts of at most 3), so the
+// mask keeps only the wanted bit. Two instructions instead of ggml's four.
 __m256i with_bit4(__m256i nib, __m256i qh, int j) {
-  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-  return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+  const __m256i moved = j <= 4 ? _mm256_slli_epi16(qh, 4 - j) : _mm256_srli_epi16(qh, j - 4);
+  return _mm256_or_si256(nib, _mm256_and_si256(moved, _mm256_set1_epi8(16)));
 }
 
-float dot_row(const uint8_t* row, const uint8_t* act, int64_t nb) {
+// Dot products of NR rows with one activation row; two rows at a time share the
+// activation loads and block sums, as in matmul_q4_k_avx2.cpp.
+template <int NR>
+void dot_rows(const uint8_t* const* rows, const uint8_t* act, int64_t nb, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
+  __m256 acc[NR];
+  __m128 acc_m[NR];
+  for (int i = 0; i < NR; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    acc_m[i] = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = row + b * sizeof(BlockQ5_K);
     const uint8_t* ab = act + b * kQ8KBytes;
     const float da = load_f32(ab);
-    const __m256i sm = scales_and_mins(wb + offsetof(BlockQ5_K, scales));
     const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + offsetof(BlockQ8_K, bsums)));
     const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + offsetof(BlockQ8_K, bsums) + 16));
-    const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), _mm_hadd_epi16(bs_lo, bs_hi));
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(-da * load_f16(wb + offsetof(BlockQ5_K, dmin))), _mm_cvtepi32_ps(prod), acc_m);
-
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + offsetof(BlockQ5_K, qh)));
-    const uint8_t* qs = wb + offsetof(BlockQ5_K, qs);
+    const __m128i bsum32 = _mm_hadd_epi16(bs_lo, bs_hi);
     const uint8_t* q8 = ab + offsetof(BlockQ8_K, qs);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-      const __m256i lo = with_bit4(_mm256_and_si256(bits, m4), qh, 2 * c);
-      const __m256i hi = with_bit4(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), qh, 2 * c + 1);
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32));
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c)), _mm256_maddubs_epi16(lo, a_lo));
-      const __m256i p_hi =
-          _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c + 1)), _mm256_maddubs_epi16(hi, a_hi));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+    for (int i = 0; i < NR; ++i) {
+      const uint8_t* wb = rows[i] + b * sizeof(BlockQ5_K);
+      const __m256i sm = scales_and_mins(wb + offsetof(BlockQ5_K, scales));
+      const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bsum32);
+      acc_m[i] = _mm_fmadd_ps(_mm_set1_ps(-da * load_f16(wb + offsetof(BlockQ5_K, dmin))), _mm_cvtepi32_ps(prod),
+                              acc_m[i]);
+      const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + offsetof(BlockQ5_K, qh)));
+      const uint8_t* qs = wb + offsetof(BlockQ5_K, qs);
+      __m256i sumi = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+        const __m256i lo = with_bit4(_mm256_and_si256(bits, m4), qh, 2 * c);
+        const __m256i hi = with_bit4(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), qh, 2 * c + 1);
+        const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c));
+        const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32));
+        const __m256i p_lo =
+            _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c)), _mm256_maddubs_epi16(lo, a_lo));
+        const __m256i p_hi =
+            _mm256_madd_epi16(_mm256_shuffle_epi8(scales, lane16(2 * c + 1)), _mm256_maddubs_epi16(hi, a_hi));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+      }
+      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(da * load_f16(wb)), _mm256_cvtepi32_ps(sumi), acc[i]);
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(da * load_f16(wb)), _mm256_cvtepi32_ps(sumi), acc);
   }
-  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-  return hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+  for (int i = 0; i < NR; ++i) {
+    __m128 m = _mm_add_ps(acc_m[i], _mm_movehl_ps(acc_m[i], acc_m[i]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[i] = hsum_ps(acc[i]) + _mm_cvtss_f32(m);
+  }
 }
 
 }  // namespace
@@ -130,7 +145,15 @@ void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_
 void gemv_q5_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                     const uint8_t* act, float* y) {
   const int64_t nb = cols / kQKK;
-  for (int64_t r = r0; r < r1; ++r) y[r] = dot_row(w + r * w_row_bytes, act, nb);
+  int64_t r = r0;
+  for (; r + 2 <= r1; r += 2) {
+    const uint8_t* rows[2] = {w + r * w_row_bytes, w + (r + 1) * w_row_bytes};
+    dot_rows<2>(rows, act, nb, y + r);
+  }
+  if (r < r1) {
+    const uint8_t* rows[1] = {w + r * w_row_bytes};
+    dot_rows<1>(rows, act, nb, y + r);
+  }
 }
 
 MatmulKernel matmul_q5_k_avx2() {

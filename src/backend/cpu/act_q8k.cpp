@@ -107,6 +107,7 @@ void gemm_via_panels(void (*unpack)(const uint8_t* row, int64_t nb, Panel* out),
                                   size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride),
                      const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                      size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (n_tokens <= 0 || r1 <= r0) return;
   const int64_t nb = cols / kQKK;
   auto* panel = static_cast<Panel*>(q8k_scratch(0, sizeof(Panel) * static_cast<size_t>(kPanelRows * nb)));
   for (int64_t rp = r0; rp < r1; rp += kPanelRows) {

@@ -23,9 +23,10 @@ namespace th::cpu {
 
 /// @brief x (n f32, n a multiple of 256) -> n / 256 BlockQ8_K at dst, byte for byte as
 /// ggml's quantize_row_q8_K_ref: d = max / -127 of the value of largest magnitude (the
-/// first one on ties), qs = round-half-even(x / d), bsums the sums of each 16 qs. NaNs
-/// are ignored for the scale and quantize to 0; a block of zeros (or NaNs) gets d = 0 and
-/// zero bsums (ggml leaves its bsums unwritten there). dst needs no alignment.
+/// first one on ties), qs = round-half-even(x / d), bsums the sums of each 16 qs. Where
+/// ggml asserts or leaves bytes unwritten, this is defined instead: NaNs are ignored for
+/// the scale and quantize to 0, levels past int8 (a denormal maximum) saturate, and a block
+/// of zeros (or NaNs) is all zero bytes. dst needs no alignment.
 void quantize_row_q8_k_ref(const float* x, void* dst, int64_t n);
 /// @brief The same bytes as quantize_row_q8_k_ref, with AVX2; only where the CPU has AVX2.
 void quantize_row_q8_k_avx2(const float* x, void* dst, int64_t n);

@@ -37,6 +37,10 @@ float load_f32(const uint8_t* p) {
 
 __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
+// Pins an accumulator to a register, as keep() in act_q8k_avx2.cpp: stops GCC from summing
+// the products as a tree through spills.
+inline void keep(__m512i& v) { __asm__("" : "+v"(v)); }
+
 template <int R, int T>
 void tile_k4(const PanelK4* const* rows, int64_t nb, const uint8_t* const* act, const float* abs, float* out) {
   __m512 facc[R][T];
@@ -59,7 +63,10 @@ void tile_k4(const PanelK4* const* rows, int64_t nb, const uint8_t* const* act, 
       for (int r = 0; r < R; ++r) {
         const __m512i w = load512(rows[r][b].q + 64 * kk);
         const __m512i sc = _mm512_permutexvar_epi32(idx, sc_all[r]);
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpwssd_epi32(acc[r][t], _mm512_maddubs_epi16(w, a[t]), sc);
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = _mm512_dpwssd_epi32(acc[r][t], _mm512_maddubs_epi16(w, a[t]), sc);
+          keep(acc[r][t]);
+        }
       }
     }
     for (int t = 0; t < T; ++t) {
@@ -94,7 +101,10 @@ void tile_k6(const PanelK6* const* rows, int64_t nb, const uint8_t* const* act, 
         const PanelK6& p = rows[r][b];
         const __m512i w = load512(p.q + 64 * kk);
         const __m512i sc = load512(p.sc[2 * kk]);  // chunks 2kk and 2kk + 1, adjacent
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpwssd_epi32(acc[r][t], _mm512_maddubs_epi16(w, a[t]), sc);
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = _mm512_dpwssd_epi32(acc[r][t], _mm512_maddubs_epi16(w, a[t]), sc);
+          keep(acc[r][t]);
+        }
       }
     }
     for (int t = 0; t < T; ++t) {

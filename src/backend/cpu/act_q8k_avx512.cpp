@@ -1,5 +1,6 @@
 // The panel multiply cores with AVX-512 BW + VNNI (compiled with -mavx512*; called only
-// where available_isas() has Avx512). Same 2-row x 4-token tile as the AVX2 core, on
+// where available_isas() has Avx512). A 2-row x 4-token tile (32 vector registers hold
+// both rows' accumulators without spilling, unlike AVX2's 16), on
 // 64-element vectors: vpmaddubsw then vpdpwssd (multiply by the int16 scales and add
 // to the accumulator in one instruction), 2 instructions per 64 multiply-adds per (row,
 // token) against AVX2's 3 per 32.

@@ -3,7 +3,7 @@
 // One token (decode) is memory-bound: each 144-byte super-block is read once and
 // multiplied straight from its nibbles as ggml_vec_dot_q4_K_q8_K does (no panel: storing
 // and reloading the unpacked bytes would only add work). More tokens go through PanelK4:
-// the row is unpacked once and the 2x4 register-tiled core (act_q8k_avx2.cpp) reuses it
+// the row is unpacked once and the 1x4 register-tiled core (act_q8k_avx2.cpp) reuses it
 // for every token.
 #include <immintrin.h>
 

@@ -4,7 +4,7 @@
 // through the activation block sums (32 * s . bsums, one vpmaddwd per block) instead of
 // ggml's extra vpmaddubsw of 32 against every activation vector and a subtract: 8 fewer
 // multiplies and 8 fewer subtracts per 256 weights. More than one token goes through
-// PanelK6 and the shared 2x4 core.
+// PanelK6 and the shared 1x4 core.
 #include <immintrin.h>
 
 #include <cstring>

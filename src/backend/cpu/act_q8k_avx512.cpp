@@ -1,9 +1,9 @@
 // The panel multiply cores with AVX-512 BW + VNNI (compiled with -mavx512*; called only
-// where available_isas() has Avx512). A 2-row x 4-token tile (with 32 vector registers
-// all eight int32 accumulators stay in registers through the block; GCC keeps the float
-// sums on the stack, one load and store per block), on 64-element vectors: vpmaddubsw then vpdpwssd (multiply by the int16 scales and add
-// to the accumulator in one instruction), 2 instructions per 64 multiply-adds per (row,
-// token) against AVX2's 3 per 32.
+// where available_isas() has Avx512). A 2-row x 4-token tile on 64-element vectors:
+// vpmaddubsw then vpdpwssd (multiply by the int16 scales and add to the accumulator in
+// one instruction), 2 instructions per 64 multiply-adds per (row, token) against AVX2's 3
+// per 32. With 32 vector registers all eight int32 accumulators stay in registers through
+// a block; GCC keeps the float sums on the stack, one load and store per block.
 //
 // This machine type (Zen 3) has no AVX-512: these cores are compiled and
 // unit-tested only where a CPU runs them (the tests skip otherwise).

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/act_q8k.h"
@@ -325,6 +326,42 @@ TEST_P(MatmulKQuant, ExtremeValuesMatchReference) {
     check(std::string(dtype_name(GetParam().type)) + " extremes, tokens " + std::to_string(n), y, w, a, cols, 0, rows,
           n, rows, nullptr);
   }
+}
+
+// The backend splits rows across worker threads that call gemm at once; each thread's
+// panel scratch is its own.
+TEST_P(MatmulKQuant, ConcurrentRowRangesMatchOneCall) {
+  if (skip()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam().isa) << ": variant compiled but not run here";
+  const MatmulKernel* k = kernel();
+  ASSERT_NE(k, nullptr);
+  std::mt19937 rng(5);
+  const int64_t cols = 768, rows = 40, n = 7;
+  const Weights w = make_weights(GetParam().type, rows, cols, 0, rng, false);
+  const Acts a = make_acts(*k, n, cols, 0, rng, false);
+  const std::vector<float> whole = run(*k, w, cols, 0, rows, a, n, rows);
+  std::vector<float> split(n * rows, -12345.0f);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      for (int rep = 0; rep < 20; ++rep)
+        k->gemm(w.bytes.data(), w.stride, cols, 10 * i, 10 * i + 10, a.q.data(), a.stride, n, split.data(), rows);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(whole, split);  // same rows, same arithmetic: bit-identical
+}
+
+TEST_P(MatmulKQuant, EmptyCallsWriteNothing) {
+  if (skip()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam().isa) << ": variant compiled but not run here";
+  const MatmulKernel* k = kernel();
+  ASSERT_NE(k, nullptr);
+  std::mt19937 rng(6);
+  const int64_t cols = 256, rows = 4;
+  const Weights w = make_weights(GetParam().type, rows, cols, 0, rng, false);
+  const Acts a = make_acts(*k, 1, cols, 0, rng, false);
+  std::vector<float> y(rows, -12345.0f);
+  k->gemm(w.bytes.data(), w.stride, cols, 2, 2, a.q.data(), a.stride, 1, y.data(), rows);  // no rows
+  k->gemm(w.bytes.data(), w.stride, cols, 0, rows, a.q.data(), a.stride, 0, y.data(), rows);  // no tokens
+  EXPECT_EQ(y, std::vector<float>(rows, -12345.0f));
 }
 
 INSTANTIATE_TEST_SUITE_P(MatmulKTypes, MatmulKQuant,

@@ -6,6 +6,8 @@
 //   n_tokens 32/128 prefill, compute-bound: items/s counts 2 * rows * cols * tokens ops.
 //   pertoken/32     the same 32 tokens as 32 one-token calls: what re-unpacking every
 //                   super-block per token costs (llama.cpp's K-quant prefill loop).
+//   32000x2048/n1   the output matrix (37-52 MB): larger than the last-level cache, so
+//                   this one-token case streams from DRAM.
 //   q8k_convert     f32 -> Q8_K for one 2048-wide activation row.
 #include <benchmark/benchmark.h>
 
@@ -113,6 +115,10 @@ const bool registered = [] {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    benchmark::RegisterBenchmark(("kquant/" + std::string(dtype_name(t)) + "/32000x2048/n1").c_str(), bm_gemm, t,
+                                 32000, 2048, 1, false)
+        ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("kquant/q8k_convert/2048", bm_convert);
   return true;
 }();

@@ -75,11 +75,26 @@ Isa best_isa() {
   return isas.back();
 }
 
+// K-quant families (matmul_q4_k*.cpp, matmul_q5_k*.cpp, matmul_q6_k*.cpp).
+MatmulKernel matmul_q4_k_generic();
+MatmulKernel matmul_q4_k_avx2();
+MatmulKernel matmul_q4_k_avx512();
+MatmulKernel matmul_q5_k_generic();
+MatmulKernel matmul_q5_k_avx2();
+MatmulKernel matmul_q5_k_avx512();
+MatmulKernel matmul_q6_k_generic();
+MatmulKernel matmul_q6_k_avx2();
+MatmulKernel matmul_q6_k_avx512();
+
 namespace {
 // Every kernel family's variants, registered here. Families live in files
 // named for their weight type and ISA (matmul_q8_0.cpp, matmul_q8_0_avx2.cpp, ...).
 const std::vector<MatmulKernel>& all_kernels() {
-  static const std::vector<MatmulKernel> kernels = {};
+  static const std::vector<MatmulKernel> kernels = {
+      matmul_q4_k_generic(), matmul_q4_k_avx2(), matmul_q4_k_avx512(),
+      matmul_q5_k_generic(), matmul_q5_k_avx2(), matmul_q5_k_avx512(),
+      matmul_q6_k_generic(), matmul_q6_k_avx2(), matmul_q6_k_avx512(),
+  };
   return kernels;
 }
 }  // namespace

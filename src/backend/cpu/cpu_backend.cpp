@@ -48,9 +48,13 @@ constexpr int64_t kChunkRowMultiple = 16;
 constexpr int64_t kChunksPerThread = 4;
 constexpr int64_t kTokenTile = 64;
 constexpr size_t kWeightChunkBytes = size_t{128} << 10;
-// Dequantize-and-dot fallback: rows dequantized at a time, up to 128 KiB of f32
-// (stays in L2 while each token's activations stream past), 4 to 64 rows.
-constexpr size_t kFallbackBlockBytes = size_t{128} << 10;
+// Dequantize-and-dot fallback: rows dequantized at a time, 4 to 64 of them. For
+// a few tokens, up to 16 KiB of f32, so the rows are still in L1 (32 KiB on
+// Zen 3) when the dot products read them back; for a batch, up to 128 KiB,
+// which stays in L2 while every token's activations stream past.
+constexpr int64_t kFallbackFewTokens = 8;
+constexpr size_t kFallbackBlockBytesFew = size_t{16} << 10;
+constexpr size_t kFallbackBlockBytesMany = size_t{128} << 10;
 
 constexpr std::align_val_t kAlign{64};  // a cache line; also what AVX-512 loads like
 
@@ -253,9 +257,9 @@ class CpuBackend final : public Backend {
   void matmul_fallback(const WeightView& w, const float* x, float* y, int64_t n) {
     const size_t w_rb = row_bytes(w.type, w.cols);
     const auto* base = static_cast<const uint8_t*>(w.data);
+    const size_t budget = n <= kFallbackFewTokens ? kFallbackBlockBytesFew : kFallbackBlockBytesMany;
     const int64_t block =
-        std::clamp<int64_t>(static_cast<int64_t>(kFallbackBlockBytes / (static_cast<size_t>(w.cols) * sizeof(float) + 1)),
-                            4, 64) / 4 * 4;
+        std::clamp<int64_t>(static_cast<int64_t>(budget / (static_cast<size_t>(w.cols) * sizeof(float))), 4, 64) / 4 * 4;
     const int64_t per = chunk_rows(w.rows, w_rb, n);
     parallel_chunks(ceil_div(w.rows, per), [&](int64_t c, int tid) {
       const int64_t r1 = std::min(w.rows, (c + 1) * per);

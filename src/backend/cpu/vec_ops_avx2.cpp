@@ -124,7 +124,7 @@ struct Avx2 {
         for (; i < n; ++i) {
           uint16_t h;
           std::memcpy(&h, src + i * 2, 2);
-          dst[i] = f16_to_f32(h);
+          dst[i] = _cvtsh_ss(h);
         }
         return;
       }
@@ -149,14 +149,14 @@ struct Avx2 {
           const uint8_t* blk = p + k / kQK * sizeof(BlockQ8_0);
           uint16_t d;
           std::memcpy(&d, blk, 2);
-          dst[k - start] = static_cast<float>(static_cast<int8_t>(blk[2 + k % kQK])) * f16_to_f32(d);
+          dst[k - start] = static_cast<float>(static_cast<int8_t>(blk[2 + k % kQK])) * _cvtsh_ss(d);
         };
         for (; e < end && e % kQK != 0; ++e) one(e);
         for (; e + kQK <= end; e += kQK) {
           const uint8_t* blk = p + e / kQK * sizeof(BlockQ8_0);
           uint16_t dh;
           std::memcpy(&dh, blk, 2);
-          const __m256 d = _mm256_set1_ps(f16_to_f32(dh));
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
           for (int k = 0; k < kQK; k += 8) {
             const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + k));
             const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));

@@ -110,6 +110,25 @@ std::vector<double> act_error_bound(DType act, const float* x, int64_t cols) {
   return e;
 }
 
+// The bound itself, checked where it can be without a kernel: x through the reference
+// q8_0 quantizer (what ggml's and so the kernels' activation conversion computes) moves
+// each element by no more than act_error_bound says.
+TEST(ActErrorBound, HoldsForQ8_0Activations) {
+  std::mt19937 rng(5);
+  for (int rep = 0; rep < 200; ++rep) {
+    const int64_t cols = 256;
+    std::vector<float> x = random_floats(rng, cols, -4, 4);
+    if (rep % 3 == 0) x[static_cast<size_t>(rep % cols)] = 300.0f;  // one large element per block
+    std::vector<uint8_t> q(row_bytes(DType::Q8_0, cols));
+    quantize_row(DType::Q8_0, x.data(), q.data(), cols);
+    std::vector<float> xh(static_cast<size_t>(cols));
+    dequantize_row(DType::Q8_0, q.data(), xh.data(), cols);
+    const std::vector<double> e = act_error_bound(DType::Q8_0, x.data(), cols);
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_LE(std::fabs(double(xh[static_cast<size_t>(c)]) - x[static_cast<size_t>(c)]), e[static_cast<size_t>(c)]);
+  }
+}
+
 struct MatmulCase {
   DType type;
   int64_t cols;
@@ -145,19 +164,31 @@ TEST_P(BackendOps, MatmulEveryWeightType) {
 
         const cpu::MatmulKernel* k = cpu::select_matmul_kernel(mc.type, GetParam().isa);
         const bool quantized_act = k && cols % dtype_info(k->act).block_size == 0;
+        // What the fast sum's rounding is relative to, per weight. The fallback multiplies
+        // dequantized weights, so |w|. A kernel works on the blocks as stored, adding a
+        // scaled integer part (at most 2 max|w| of its block) and a min or zero point (at
+        // most max|w|) separately, so its partial sums are bounded by 2 max|w| of the block.
+        std::vector<double> w_mag(wd.size());
+        const int64_t wblock = dtype_info(mc.type).block_size;
+        for (size_t b0 = 0; b0 < wd.size(); b0 += static_cast<size_t>(wblock)) {
+          double mx = 0;
+          for (size_t c = b0; c < b0 + static_cast<size_t>(wblock); ++c) mx = std::max(mx, double(std::fabs(wd[c])));
+          for (size_t c = b0; c < b0 + static_cast<size_t>(wblock); ++c)
+            w_mag[c] = quantized_act ? 2 * mx : std::fabs(wd[c]);
+        }
         int bad = 0;
         for (int64_t t = 0; t < n_tok && bad < 5; ++t) {
           const float* xt = x.data() + t * cols;
           const std::vector<double> e = quantized_act ? act_error_bound(k->act, xt, cols) : std::vector<double>(size_t(cols));
           for (int64_t r = 0; r < rows; ++r) {
-            // The fast sum in f32 of products w * x_hat: gamma_cols * sum |w x_hat|, with
-            // |x_hat| <= |x| + e; the activation error itself: sum |w| e; the reference's
-            // f64 sum rounded to f32 once: u |y|.
+            // The fast sum in f32: gamma_cols * sum w_mag |x_hat|, with |x_hat| <= |x| + e; the
+            // activation conversion's error: sum |w| e; the reference's f64 sum rounded to f32
+            // once: u |y|.
             double abs_prod = 0, act_err = 0;
             for (int64_t c = 0; c < cols; ++c) {
-              const double wv = std::fabs(wd[static_cast<size_t>(r * cols + c)]);
-              abs_prod += wv * (std::fabs(xt[c]) + e[static_cast<size_t>(c)]);
-              act_err += wv * e[static_cast<size_t>(c)];
+              const size_t wi = static_cast<size_t>(r * cols + c);
+              abs_prod += w_mag[wi] * (std::fabs(xt[c]) + e[static_cast<size_t>(c)]);
+              act_err += std::fabs(wd[wi]) * e[static_cast<size_t>(c)];
             }
             const size_t i = static_cast<size_t>(t * rows + r);
             const double bound = gamma(cols) * abs_prod + act_err + kU * std::fabs(want[i]);

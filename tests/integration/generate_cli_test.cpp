@@ -47,6 +47,17 @@ TEST(GenerateCli, PromptIsEchoedAndGreedyContinuesTheReference) {
   EXPECT_EQ(want.substr(0, got.size()), got);
 }
 
+TEST(GenerateCli, ThreadCountsGiveTheReferenceText) {
+  std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  for (const char* t : {"1", "2", "3"}) {
+    ProcessResult r =
+        run_process({test::binary_path(), "generate", "-m", stories(), "-p", "", "--temp", "0", "-n", "256", "-t", t});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want + "\n") << "-t " << t;
+  }
+}
+
 TEST(GenerateCli, SeededSamplingIsReproducibleAndSeedsDiffer) {
   auto run = [](const char* seed) {
     return run_process({test::binary_path(), "generate", "-m", stories(), "-p", "Tom had a", "-n", "48", "--temp", "1.0",
@@ -79,6 +90,7 @@ TEST(GenerateCli, BadFlagsAreClearErrors) {
       {{"--no-such-flag"}, "no-such-flag"},
       {{"-m", "/nonexistent/model.gguf"}, "does not exist"},
       {{"--seed", "-5"}, "seed"},
+      {{"-t", "-1"}, "threads"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {test::binary_path(), "generate", "-n", "4"};

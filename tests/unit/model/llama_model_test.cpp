@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "backend/cpu/matmul_kernels.h"
 #include "model/gguf.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
@@ -28,12 +29,12 @@ struct Loaded {
   std::unique_ptr<LlamaModel> model;
 };
 
-Loaded load(const std::string& path) {
+Loaded load(const std::string& path, std::unique_ptr<Backend> backend = make_cpu_backend()) {
   Loaded l;
   Result<GgufFile> f = GgufFile::open(path);
   EXPECT_TRUE(f.ok()) << f.message();
   l.file = std::move(f).value();
-  l.backend = make_cpu_backend();
+  l.backend = std::move(backend);
   auto m = LlamaModel::load(l.file, *l.backend);
   EXPECT_TRUE(m.ok()) << m.message();
   if (m.ok()) l.model = std::move(m).value();
@@ -92,8 +93,31 @@ std::vector<std::vector<int32_t>> greedy_together(LlamaModel& m, Backend& b,
   return outs;
 }
 
-TEST(LlamaModel, BatchedGreedyEqualsEachAlone) {
-  Loaded l = load(test::shared_path("models/stories260K.gguf"));
+// The reference backend, or the fast one at a thread count and ISA.
+struct BackendChoice {
+  bool reference = false;
+  int threads = 1;
+  cpu::Isa isa = cpu::Isa::Generic;
+  std::unique_ptr<Backend> make() const {
+    if (reference) return make_reference_backend();
+    CpuBackendOptions o;
+    o.n_threads = threads;
+    o.isa = isa;
+    return make_cpu_backend(o);
+  }
+};
+
+std::vector<BackendChoice> every_backend() {
+  std::vector<BackendChoice> v = {{true, 1, cpu::Isa::Generic}};
+  for (cpu::Isa isa : cpu::available_isas())
+    for (int t : {1, 2, 3}) v.push_back({false, t, isa});
+  return v;
+}
+
+class LlamaModelOn : public ::testing::TestWithParam<BackendChoice> {};
+
+TEST_P(LlamaModelOn, BatchedGreedyEqualsEachAlone) {
+  Loaded l = load(test::shared_path("models/stories260K.gguf"), GetParam().make());
   ASSERT_TRUE(l.model);
   const std::vector<std::vector<int32_t>> prompts = {
       {1, 403, 407, 261, 378}, {1}, {1, 73, 36, 322, 263, 405, 280, 262, 374, 265, 394, 262}};
@@ -101,6 +125,13 @@ TEST(LlamaModel, BatchedGreedyEqualsEachAlone) {
   for (size_t s = 0; s < prompts.size(); ++s)
     EXPECT_EQ(together[s], greedy_alone(*l.model, *l.backend, prompts[s], 24)) << "sequence " << s;
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, LlamaModelOn, ::testing::ValuesIn(every_backend()),
+                         [](const ::testing::TestParamInfo<BackendChoice>& i) {
+                           return i.param.reference ? std::string("reference")
+                                                    : "cpu_" + std::string(cpu::isa_name(i.param.isa)) + "_t" +
+                                                          std::to_string(i.param.threads);
+                         });
 
 class SyntheticModel : public ::testing::Test {
  protected:

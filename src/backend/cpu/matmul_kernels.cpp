@@ -1,5 +1,7 @@
 #include "backend/cpu/matmul_kernels.h"
 
+#include "backend/cpu/act_q8.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -43,7 +45,14 @@ namespace {
 // Every kernel family's variants, registered here. Families live in files
 // named for their weight type and ISA (matmul_q8_0.cpp, matmul_q8_0_avx2.cpp, ...).
 const std::vector<MatmulKernel>& all_kernels() {
-  static const std::vector<MatmulKernel> kernels = {};
+  static const std::vector<MatmulKernel> kernels = {
+      // Q8_0-activation and f32-activation families (act_q8.h).
+      kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512,
+      kMatmulQ4_0Generic, kMatmulQ4_0Avx2, kMatmulQ4_0Avx512,
+      kMatmulF32Generic,  kMatmulF32Avx2,  kMatmulF32Avx512,
+      kMatmulF16Generic,  kMatmulF16Avx2,  kMatmulF16Avx512,
+      kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512,
+  };
   return kernels;
 }
 }  // namespace

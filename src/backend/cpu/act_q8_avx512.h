@@ -81,7 +81,9 @@ template <class W, int R, int T>
 void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_bytes, int64_t nb, const float* dx,
           const int32_t* lane_init, const float* f16, float* y, int64_t y_stride) {
   __m256 acc[R][T];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
 #pragma GCC unroll 8
@@ -99,7 +101,9 @@ void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_b
       }
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = hsum(acc[r][t]);
 }
 

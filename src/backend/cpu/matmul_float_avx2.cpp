@@ -46,7 +46,9 @@ void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_b
           int64_t y_stride) {
   using E = typename W::Elem;
   __m256 acc[R][T];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t body = cols & ~int64_t{7};
   for (int64_t c = 0; c < body; c += 8) {
@@ -74,7 +76,9 @@ void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_b
       }
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = hsum(acc[r][t]);
 }
 

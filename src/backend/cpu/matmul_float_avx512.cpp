@@ -36,7 +36,9 @@ void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_b
           int64_t y_stride) {
   using E = typename W::Elem;
   __m512 acc[R][T];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t c = 0; c < cols; c += 16) {
     const __mmask16 m = cols - c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (cols - c)) - 1);
@@ -49,7 +51,9 @@ void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_b
                                     acc[r][t]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 

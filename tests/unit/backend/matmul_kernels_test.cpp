@@ -242,8 +242,33 @@ TEST_P(MatmulKernelTest, ConvertActMatchesReferenceBytes) {
   }
 }
 
-// A large gemm (more rows than any tile, more tokens than any tile) against the
-// generic variant, with rows of 14336 columns (the widest Llama FFN).
+// Large gemms against the generic variant: rows of 14336 columns (the widest Llama
+// FFN: several column chunks), and many rows and tokens (several row panels and token
+// panels, with a partial last group of blocks).
+void expect_agrees_with_generic(const MatmulKernel& kernel, const MatmulKernel& generic, int64_t rows, int64_t cols,
+                                int64_t n_tokens) {
+  std::mt19937 rng(5);
+  const Problem p(kernel, rows, cols, n_tokens, rng);
+  const std::vector<float> y = p.run(kernel), yg = p.run(generic);
+  std::vector<float> wf(static_cast<size_t>(cols)), xq(static_cast<size_t>(cols));
+  int bad = 0;
+  for (int64_t r = p.r0; r < p.r1; ++r) {
+    dequantize_row(p.wt, p.w.data() + r * p.w_row_bytes, wf.data(), p.cols);
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      dequantize_row(p.at, p.act.data() + t * p.act_row_bytes, xq.data(), p.cols);
+      double mag = 0;
+      for (int64_t c = 0; c < p.cols; ++c) mag += std::fabs(static_cast<double>(wf[c]) * xq[c]);
+      const float a = y[t * p.y_stride + r], b = yg[t * p.y_stride + r];
+      if (!(std::fabs(a - b) <= 2 * kRelTol * mag) && ++bad <= 5)
+        ADD_FAILURE() << "row " << r << " token " << t << ": " << a << " vs generic " << b << " (sum |w x| " << mag << ")";
+    }
+  }
+}
+
+TEST_P(MatmulKernelTest, AgreesWithGenericOnManyRowsAndTokens) {
+  expect_agrees_with_generic(*kernel_, *generic_, 150, 4096 + 96, 75);
+}
+
 TEST_P(MatmulKernelTest, AgreesWithGenericOnWideRows) {
   std::mt19937 rng(5);
   const Problem p(*kernel_, 9, 14336, 17, rng);

@@ -6,7 +6,7 @@
 //    block dot product needs after it.
 //  - BM_Matmul/<type>/<isa>/<rows>x<cols>/t<n>: n = 1 reports weight bytes/s;
 //    the weights cycle through copies totalling >= 256 MiB so they come from
-//    DRAM, as in decode. n = 32, 128 report ops (2 * rows * cols * n) per second
+//    DRAM, as in decode (t1hot: one copy, from L3, the kernel's own speed). n = 32, 128 report ops (2 * rows * cols * n) per second
 //    on one copy (each weight is reused n times, so compute bounds it).
 // Each iteration includes converting the activations, as a real matmul does.
 #include <benchmark/benchmark.h>
@@ -103,11 +103,11 @@ void BM_Int8PairPeak(benchmark::State& state) { BM_Int8<true>(state); }
 BENCHMARK(BM_Int8Peak);
 BENCHMARK(BM_Int8PairPeak);
 
-void BM_Matmul(benchmark::State& state, DType type, Isa isa, int64_t rows, int64_t cols, int64_t n_tokens) {
+void BM_Matmul(benchmark::State& state, DType type, Isa isa, int64_t rows, int64_t cols, int64_t n_tokens, bool hot) {
   const th::cpu::MatmulKernel* k = th::cpu::find_matmul_kernel(type, isa);
   const size_t w_row_bytes = th::row_bytes(type, cols);
   const size_t w_bytes = w_row_bytes * static_cast<size_t>(rows);
-  const size_t copies = n_tokens == 1 ? (size_t{256} << 20) / w_bytes + 1 : 1;
+  const size_t copies = n_tokens == 1 && !hot ? (size_t{256} << 20) / w_bytes + 1 : 1;
   Buffer w = alloc_bytes(w_bytes * copies);
   std::mt19937 rng(1);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -143,11 +143,12 @@ const bool registered = [] {
     for (Isa isa : th::cpu::available_isas()) {
       if (th::cpu::find_matmul_kernel(t, isa) == nullptr) continue;
       for (const auto& s : shapes) {
-        for (int64_t n : {1, 32, 128}) {
+        for (int64_t n : {0, 1, 32, 128}) {
+          // n = 0: one token on a single copy of the weights (in L3): the kernel's own speed.
           const std::string name = "BM_Matmul/" + std::string(th::dtype_name(t)) + "/" +
                                    std::string(th::cpu::isa_name(isa)) + "/" + std::to_string(s[0]) + "x" +
-                                   std::to_string(s[1]) + "/t" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, isa, s[0], s[1], n)
+                                   std::to_string(s[1]) + "/t" + (n == 0 ? "1hot" : std::to_string(n));
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, isa, s[0], s[1], n == 0 ? 1 : n, n == 0)
               ->Unit(benchmark::kMicrosecond);
         }
       }

@@ -57,7 +57,7 @@ struct Q4_0Group {
   static __m256 dw_lanes(const uint8_t* g, const float* f16) {
     const __m128 d = _mm_setr_ps(f16[load_u16(g)], f16[load_u16(g + 2 * kBytes)], f16[load_u16(g + kBytes)],
                                  f16[load_u16(g + 3 * kBytes)]);
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+    return _mm256_set_m128(_mm_unpackhi_ps(d, d), _mm_unpacklo_ps(d, d));
   }
   // n Q8_0 blocks at x (34 bytes apart) -> the prepared group at out (blocks past n: zero).
   static void prepare_group(const uint8_t* x, int n, uint8_t* out) {

@@ -21,14 +21,20 @@ constexpr int kChunk = 256;
 constexpr int kLanes = 8;
 
 void load_chunk(const float* src, float* dst, int n) { std::memcpy(dst, src, n * sizeof(float)); }
-void load_chunk(const uint16_t* src, float* dst, int n, bool bf16) {
-  for (int i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+// f16 through the table: th::f16_to_f32's branches for subnormals and nan cost 2x (1.2 GB/s
+// against 2.6 with the table on one core, 2048 x 2048 from cache).
+void load_chunk_f16(const uint16_t* src, float* dst, int n, const float* f16) {
+  for (int i = 0; i < n; ++i) dst[i] = f16[src[i]];
+}
+void load_chunk_bf16(const uint16_t* src, float* dst, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
 template <DType kType>
 void gemm_float_generic(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                         const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
   alignas(64) float wc[kChunk];
+  const float* f16 = f16_table();
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));
     const float* x[kTokens];
@@ -40,8 +46,10 @@ void gemm_float_generic(const uint8_t* w, size_t w_row_bytes, int64_t cols, int6
         const int n = static_cast<int>(std::min<int64_t>(kChunk, cols - c0));
         if constexpr (kType == DType::F32) {
           load_chunk(reinterpret_cast<const float*>(wr) + c0, wc, n);
+        } else if constexpr (kType == DType::F16) {
+          load_chunk_f16(reinterpret_cast<const uint16_t*>(wr) + c0, wc, n, f16);
         } else {
-          load_chunk(reinterpret_cast<const uint16_t*>(wr) + c0, wc, n, kType == DType::BF16);
+          load_chunk_bf16(reinterpret_cast<const uint16_t*>(wr) + c0, wc, n);
         }
         for (int t = 0; t < nt; ++t) {
           const float* xt = x[t] + c0;

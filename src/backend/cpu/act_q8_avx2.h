@@ -39,6 +39,7 @@ namespace {
 
 constexpr int kGroup = 4;  // blocks per group
 constexpr int kQ8Bytes = sizeof(BlockQ8_0);
+constexpr int kPrefetchAhead = 1024;  // bytes, one-token path
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -112,6 +113,11 @@ void tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act, 
       const typename G::Regs regs = G::load(wg);
       __m256 dw;
       if constexpr (kInlineScales) {
+        // One token streams the row from DRAM: ask for the lines 1 KiB ahead (measured
+        // on q4_0 2048 x 2048 from DRAM, best of 200: 13.7 -> 14-17.6 GB/s).
+        _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead), _MM_HINT_T0);
+        if constexpr (kGroup * G::kBytes > 64)
+          _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead + 64), _MM_HINT_T0);
         dw = G::dw_lanes(wg, f16);
       } else {
         dw = _mm256_load_ps(dwf + r * dwf_stride + g * 8);
@@ -168,6 +174,8 @@ struct TailRows {
 
 // The whole gemm for a weight family.
 //   One token: kR1 rows at a time stream their weights once; scales come from the table.
+//   kR1 = 1: a single sequential stream from DRAM runs at 13.7 GB/s on q4_0 2048 x 2048
+//   where four interleaved rows ran at 8.7 (one core, best of 200; a plain read loop: 17-19).
 //   Several tokens: tokens in panels whose prepared activations take at most 256 KiB (they
 //   stay in L2), columns in chunks of kChunk groups (a tile's tokens' chunk stays in L1:
 //   8 x 16 groups x 192 bytes = 24 KiB), rows in panels of kRowPanel (the panel's chunk,

@@ -67,6 +67,6 @@ struct Q8_0Group {
 }  // namespace
 
 extern constinit const MatmulKernel kMatmulQ8_0Avx2 = {DType::Q8_0, DType::Q8_0, Isa::Avx2, convert_act_q8_0_avx2,
-                                                       gemm_groups<Q8_0Group, 1, 6, 4>};
+                                                       gemm_groups<Q8_0Group, 1, 6, 1>};
 
 }  // namespace th::cpu

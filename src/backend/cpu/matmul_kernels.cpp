@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cpu/act_q8.h"
+
 namespace th::cpu {
 
 std::string_view isa_name(Isa isa) {
@@ -91,9 +93,16 @@ namespace {
 // named for their weight type and ISA (matmul_q8_0.cpp, matmul_q8_0_avx2.cpp, ...).
 const std::vector<MatmulKernel>& all_kernels() {
   static const std::vector<MatmulKernel> kernels = {
+      // Q8_K-activation families (act_q8k.h).
       matmul_q4_k_generic(), matmul_q4_k_avx2(), matmul_q4_k_avx512(),
       matmul_q5_k_generic(), matmul_q5_k_avx2(), matmul_q5_k_avx512(),
       matmul_q6_k_generic(), matmul_q6_k_avx2(), matmul_q6_k_avx512(),
+      // Q8_0-activation and f32-activation families (act_q8.h).
+      kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512,
+      kMatmulQ4_0Generic, kMatmulQ4_0Avx2, kMatmulQ4_0Avx512,
+      kMatmulF32Generic,  kMatmulF32Avx2,  kMatmulF32Avx512,
+      kMatmulF16Generic,  kMatmulF16Avx2,  kMatmulF16Avx512,
+      kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512,
   };
   return kernels;
 }

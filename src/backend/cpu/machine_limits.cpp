@@ -39,17 +39,17 @@ double dot_generic_run(int64_t iters) {
     u[j] = static_cast<uint8_t>(j & 7);
     w[j] = static_cast<int8_t>((j % 5) - 2);
   }
-  int32_t acc[kGenericChains] = {};
+  uint32_t acc[kGenericChains] = {};  // unsigned: long runs wrap, as the SIMD lanes do, instead of overflowing
   for (int64_t i = 0; i < iters; ++i) {
-    // The products do not depend on the accumulators: a compiler barrier makes each
-    // round reload its operands instead of computing them once.
-    __asm__ volatile("" ::: "memory");
+    // The products do not depend on the accumulators: a compiler barrier that may
+    // have written the operands makes each round reload them instead of computing once.
+    __asm__ volatile("" : : "r"(u), "r"(w) : "memory");
     for (int b = 0; b < 64; b += kGenericChains)
       for (int k = 0; k < kGenericChains; ++k)
-        acc[k] += static_cast<int32_t>(u[b + k]) * static_cast<int32_t>(w[b + k]);
+        acc[k] += static_cast<uint32_t>(static_cast<int32_t>(u[b + k]) * static_cast<int32_t>(w[b + k]));
   }
   double r = 0;
-  for (int32_t v : acc) r += v;
+  for (uint32_t v : acc) r += v;
   return r;
 }
 

@@ -104,7 +104,7 @@ TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
   bad_version[4] = 9;
   const std::vector<Case> cases = {
       {"truncated_header.gguf", src.substr(0, 100), "truncated"},
-      {"truncated_data.gguf", src.substr(0, src.size() - 1000), "outside"},
+      {"truncated_data.gguf", src.substr(0, src.size() - 1000), "runs past the end"},
       {"bad_magic.gguf", bad_magic, "not a GGUF file"},
       {"bad_version.gguf", bad_version, "unsupported GGUF version 9"},
       {"empty.gguf", "", "truncated"},

@@ -110,7 +110,11 @@ class SyntheticModel : public ::testing::Test {
     spec.tied_output = tied;
     Result<GgufFile> vocab = GgufFile::open(test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-llama-spm.gguf"));
     EXPECT_TRUE(vocab.ok()) << vocab.message();
-    const std::string path = ::testing::TempDir() + "/th_synth_" + std::to_string(static_cast<int>(arch)) + "_" +
+    // The test's name keeps files apart: ctest runs tests in parallel processes, and one
+    // rewriting a file another has mapped kills the reader with SIGBUS.
+    const std::string path = ::testing::TempDir() + "/th_synth_" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                             std::to_string(static_cast<int>(arch)) + "_" +
                              std::string(dtype_name(type)) + (tied ? "_tied" : "") + ".gguf";
     Status s = write_synthetic_model(spec, *vocab, path);
     EXPECT_TRUE(s.ok()) << s.message();

@@ -92,8 +92,10 @@ class Bench {
  public:
   Bench(const BenchOptions& o, LlamaModel& m, Backend& b, DType kv_type) : o_(o), model_(m), backend_(b), kv_type_(kv_type) {}
 
-  Result<std::unique_ptr<Engine>> engine(int64_t primary_blocks, int64_t max_seqs, int64_t budget, int64_t host_blocks = 0) {
+  Result<std::unique_ptr<Engine>> engine(int64_t primary_blocks, int64_t max_seqs, int64_t budget, int64_t host_blocks = 0,
+                                         std::shared_ptr<const Scheduler> policy = nullptr) {
     EngineConfig c;
+    c.scheduler = std::move(policy);
     c.kv.block_size = o_.block_size;
     c.kv.primary_blocks = primary_blocks;
     c.kv.host_blocks = host_blocks;
@@ -130,61 +132,70 @@ class Bench {
   }
 
   Status priority() {
-    // Slots, not blocks, are what runs out: 8 sequences at a time, 5 blocks each at most.
-    constexpr int64_t kMaxSeqs = 8, kPrompt = 64, kLowGen = 48, kLows = 48, kHighs = 8;
+    // Slots, not blocks, are what runs out: 8 sequences at a time, each with room to finish.
+    constexpr int64_t kMaxSeqs = 8, kPrompt = 64, kLowGen = 32, kLows = 32, kHighs = 8;
     const int64_t budget = kPrompt + kMaxSeqs;  // a high prompt and every decode fit one step
-    TH_ASSIGN_OR_RETURN(auto e, engine(kMaxSeqs * ((kPrompt + kLowGen) / o_.block_size + 2), kMaxSeqs, budget));
-    std::mt19937_64 rng(o_.seed);
+    const int64_t blocks = kMaxSeqs * ((kPrompt + kLowGen) / o_.block_size + 2);
     const int32_t nv = model_.config().n_vocab;
+    std::mt19937_64 rng(o_.seed);
 
     std::vector<double> alone;
-    for (int i = 0; i < 5; ++i) {
-      TH_ASSIGN_OR_RETURN(RequestStream s, e->submit(request(random_prompt(rng, kPrompt, nv), 2, Priority::High)));
-      TH_ASSIGN_OR_RETURN(RequestMetrics m, serve_one(*e, s));
-      alone.push_back(m.ttft_seconds);
-    }
-    const Summary unloaded = summarize(alone);
-
-    TH_RETURN_IF_ERROR(e->start());
-    std::vector<RequestStream> lows, highs;
-    for (int64_t i = 0; i < kLows; ++i) {
-      TH_ASSIGN_OR_RETURN(RequestStream s, e->submit(request(random_prompt(rng, kPrompt, nv), kLowGen, Priority::Low)));
-      lows.push_back(std::move(s));
-    }
-    // Highs arrive at odd moments while the lows keep every slot busy.
-    std::uniform_real_distribution<double> gap(2.0, 6.0);
-    for (int64_t i = 0; i < kHighs; ++i) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng) * unloaded.median));
-      TH_ASSIGN_OR_RETURN(RequestStream s, e->submit(request(random_prompt(rng, kPrompt, nv), 2, Priority::High)));
-      highs.push_back(std::move(s));
-    }
-    const EngineStats mid = e->stats();
-    auto wait_all = [](std::vector<RequestStream>& v, std::vector<double>* ttft) {
-      for (RequestStream& s : v) {
-        while (s.next()) {
-        }
-        ttft->push_back(s.metrics().ttft_seconds);
+    {
+      TH_ASSIGN_OR_RETURN(auto e, engine(blocks, kMaxSeqs, budget));
+      for (int i = 0; i < 5; ++i) {
+        TH_ASSIGN_OR_RETURN(RequestStream s, e->submit(request(random_prompt(rng, kPrompt, nv), 2, Priority::High)));
+        TH_ASSIGN_OR_RETURN(RequestMetrics m, serve_one(*e, s));
+        alone.push_back(m.ttft_seconds);
       }
-    };
-    std::vector<double> high_ttft, low_ttft;
-    wait_all(highs, &high_ttft);
-    wait_all(lows, &low_ttft);
-    e->stop();
-    const Summary h = summarize(high_ttft), l = summarize(low_ttft);
-    const EngineStats st = e->stats();
+    }
+    const Summary idle = summarize(alone);
     std::printf("priority: %lld low-priority requests (%lld-token prompts, %lld tokens each) flood %lld slots;\n"
                 "          %lld high-priority %lld-token prompts arrive meanwhile (budget %lld tokens/step)\n",
                 static_cast<long long>(kLows), static_cast<long long>(kPrompt), static_cast<long long>(kLowGen),
                 static_cast<long long>(kMaxSeqs), static_cast<long long>(kHighs), static_cast<long long>(kPrompt),
                 static_cast<long long>(budget));
-    std::printf("  high, engine idle     TTFT mean %8.4f s  median %8.4f s  max %8.4f s\n", unloaded.mean,
-                unloaded.median, unloaded.max);
-    std::printf("  high, under load      TTFT mean %8.4f s  median %8.4f s  max %8.4f s  (%.2fx / %.2fx / %.2fx idle median)\n",
-                h.mean, h.median, h.max, h.mean / unloaded.median, h.median / unloaded.median, h.max / unloaded.median);
-    std::printf("  low,  under load      TTFT mean %8.4f s  median %8.4f s  max %8.4f s\n", l.mean, l.median, l.max);
-    std::printf("  when the last high arrived: %lld running, %lld waiting; preempted %lld (recompute) %lld (swap)\n",
-                static_cast<long long>(mid.running), static_cast<long long>(mid.waiting),
-                static_cast<long long>(st.preempted_recompute), static_cast<long long>(st.preempted_swap));
+    std::printf("  high, engine idle        TTFT mean %8.4f s  median %8.4f s  max %8.4f s\n", idle.mean, idle.median,
+                idle.max);
+
+    auto loaded = [&](std::shared_ptr<const Scheduler> policy, const char* label) -> Status {
+      TH_ASSIGN_OR_RETURN(auto e, engine(blocks, kMaxSeqs, budget, 0, std::move(policy)));
+      TH_RETURN_IF_ERROR(e->start());
+      std::vector<RequestStream> lows, highs;
+      for (int64_t i = 0; i < kLows; ++i) {
+        TH_ASSIGN_OR_RETURN(RequestStream s, e->submit(request(random_prompt(rng, kPrompt, nv), kLowGen, Priority::Low)));
+        lows.push_back(std::move(s));
+      }
+      // Highs arrive at odd moments while the lows keep every slot busy.
+      std::uniform_real_distribution<double> gap(1.5, 4.0);
+      int64_t waiting_lows = 0;
+      for (int64_t i = 0; i < kHighs; ++i) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng) * idle.median));
+        waiting_lows = std::min<int64_t>(i == 0 ? kLows : waiting_lows, e->stats().waiting);
+        TH_ASSIGN_OR_RETURN(RequestStream s, e->submit(request(random_prompt(rng, kPrompt, nv), 2, Priority::High)));
+        highs.push_back(std::move(s));
+      }
+      std::vector<double> high_ttft, low_ttft;
+      for (auto* group : {&highs, &lows}) {
+        for (RequestStream& s : *group) {
+          while (s.next()) {
+          }
+          (group == &highs ? high_ttft : low_ttft).push_back(s.metrics().ttft_seconds);
+        }
+      }
+      e->stop();
+      const Summary h = summarize(high_ttft), l = summarize(low_ttft);
+      const EngineStats st = e->stats();
+      std::printf("  %s\n", label);
+      std::printf("    high, under load       TTFT mean %8.4f s  median %8.4f s  max %8.4f s  = %.2fx / %.2fx / %.2fx idle median\n",
+                  h.mean, h.median, h.max, h.mean / idle.median, h.median / idle.median, h.max / idle.median);
+      std::printf("    low,  under load       TTFT mean %8.4f s  median %8.4f s  max %8.4f s\n", l.mean, l.median, l.max);
+      std::printf("    >= %lld lows waiting whenever a high arrived; %lld preemptions (recompute)\n",
+                  static_cast<long long>(waiting_lows), static_cast<long long>(st.preempted_recompute));
+      return ok_status();
+    };
+    TH_RETURN_IF_ERROR(loaded(std::make_shared<PriorityScheduler>(), "default priority policy"));
+    TH_RETURN_IF_ERROR(loaded(std::make_shared<PriorityScheduler>(60.0, 16),
+                              "low-priority prompt chunks capped at 16 tokens/step"));
     return ok_status();
   }
 

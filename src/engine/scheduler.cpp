@@ -14,8 +14,9 @@ int64_t blocks_for(int64_t positions, int64_t bs) { return (positions + bs - 1) 
 // The packing every policy shares; `order` ranks state.seqs best first.
 class StepPacker {
  public:
-  StepPacker(const SchedulerState& st, std::vector<size_t> order, bool hold_lower_prefill)
+  StepPacker(const SchedulerState& st, std::vector<size_t> order, bool hold_lower_prefill, int64_t low_prompt_cap)
       : st_(st), order_(std::move(order)), hold_lower_prefill_(hold_lower_prefill),
+        low_prompt_left_(low_prompt_cap > 0 ? low_prompt_cap : std::numeric_limits<int64_t>::max()),
         preempted_(st.seqs.size(), 0), avail_(st.available_blocks), host_avail_(st.host_free_blocks),
         budget_(st.token_budget), slots_(st.max_seqs) {}
 
@@ -70,7 +71,12 @@ class StepPacker {
   }
 
   bool may_prefill(const SeqSummary& s) const { return !hold_lower_prefill_ || s.priority <= best_prefill_priority_; }
-  void note_prefill(const SeqSummary& s) { best_prefill_priority_ = std::min(best_prefill_priority_, s.priority); }
+  // The prompt tokens this step may still give `s` (low priority: what its cap leaves).
+  int64_t prompt_budget(const SeqSummary& s) const { return s.priority > 0 ? std::min(budget_, low_prompt_left_) : budget_; }
+  void note_prefill(const SeqSummary& s, int64_t n) {
+    best_prefill_priority_ = std::min(best_prefill_priority_, s.priority);
+    if (s.priority > 0) low_prompt_left_ -= n;
+  }
 
   void decode(size_t pos, size_t i) {
     const SeqSummary& s = st_.seqs[i];
@@ -91,7 +97,7 @@ class StepPacker {
   void prefill_running(size_t pos, size_t i) {
     const SeqSummary& s = st_.seqs[i];
     if (!may_prefill(s)) return;
-    const int64_t want = std::min(remaining(s), budget_);
+    const int64_t want = std::min(remaining(s), prompt_budget(s));
     if (want < 1) return;  // the budget is spent: it keeps its blocks and goes on next step
     auto fit = [&] { return std::min(want, (s.blocks_held + avail_) * bs() - s.n_computed); };
     while (fit() < 1) {
@@ -107,7 +113,7 @@ class StepPacker {
     avail_ -= blocks_for(s.n_computed + n, bs()) - s.blocks_held;
     budget_ -= n;
     d_.run.push_back({s.id, n});
-    note_prefill(s);
+    note_prefill(s, n);
   }
 
   void admit(size_t pos, size_t i) {
@@ -115,7 +121,8 @@ class StepPacker {
     const bool waiting = s.phase == SeqPhase::Waiting;
     const bool prompt = remaining(s) > 1;
     if (prompt && !may_prefill(s)) return;
-    const int64_t want = std::min(remaining(s), budget_);
+    const int64_t want = std::min(remaining(s), prompt ? prompt_budget(s) : budget_);
+    if (want < 1 && budget_ > 0) return;  // only its priority's cap is spent: others may still come in
     if (want < 1) {
       queue_blocked_ = true;
       return;
@@ -141,7 +148,7 @@ class StepPacker {
     budget_ -= n;
     --slots_;
     d_.run.push_back({s.id, n});
-    if (prompt) note_prefill(s);
+    if (prompt) note_prefill(s, n);
   }
 
   struct Snapshot {
@@ -165,6 +172,7 @@ class StepPacker {
   const SchedulerState& st_;
   const std::vector<size_t> order_;
   const bool hold_lower_prefill_;
+  int64_t low_prompt_left_;
   std::vector<uint8_t> preempted_;
   int64_t avail_, host_avail_, budget_, slots_;
   bool queue_blocked_ = false;
@@ -194,14 +202,14 @@ Decision PriorityScheduler::schedule(const SchedulerState& st) const {
     }
     return x.arrival_no < y.arrival_no;
   });
-  return StepPacker(st, std::move(order), /*hold_lower_prefill=*/true).run();
+  return StepPacker(st, std::move(order), /*hold_lower_prefill=*/true, low_priority_prompt_tokens_).run();
 }
 
 Decision FcfsScheduler::schedule(const SchedulerState& st) const {
   std::vector<size_t> order = identity(st.seqs.size());
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return st.seqs[a].arrival_no < st.seqs[b].arrival_no; });
-  return StepPacker(st, std::move(order), /*hold_lower_prefill=*/false).run();
+  return StepPacker(st, std::move(order), /*hold_lower_prefill=*/false, /*low_prompt_cap=*/0).run();
 }
 
 }  // namespace th

@@ -185,5 +185,15 @@ TEST(Scheduler, LowerPriorityPromptsWaitWhileAHigherOneIsComputing) {
   EXPECT_EQ(work(FcfsScheduler().schedule(st)), (W{{1, 1}, {2, 32}, {3, 20}, {4, 10}, {5, 1}}));
 }
 
+TEST(Scheduler, LowPriorityPromptsCanBeCappedPerStep) {
+  SchedulerState st = state(100, /*budget=*/64);
+  st.seqs = {running(1, 8, 7, 1), running(2, 40, 8, 1), waiting(3, 20, 1)};
+  EXPECT_EQ(work(PriorityScheduler(kStrict).schedule(st)), (W{{1, 1}, {2, 32}, {3, 20}}));
+  // 16 low-priority prompt tokens per step: 2 takes them, 3 waits (without blocking admission).
+  EXPECT_EQ(work(PriorityScheduler(kStrict, 16).schedule(st)), (W{{1, 1}, {2, 16}}));
+  st.seqs.push_back(waiting(5, 1, 1));  // a one-token prompt is a decode: not capped
+  EXPECT_EQ(work(PriorityScheduler(kStrict, 16).schedule(st)), (W{{1, 1}, {2, 16}, {5, 1}}));
+}
+
 }  // namespace
 }  // namespace th

@@ -142,6 +142,25 @@ TEST_P(EngineOnModel, SeededSamplingBatchedEqualsEachAlone) {
   EXPECT_GT(s.stats.preempted_swap + s.stats.preempted_recompute, 0);
 }
 
+// With a reduced-precision KV cache, swapped and recomputed sequences still give exactly
+// what the same request gives alone on an engine with that cache (swaps copy the rows' bytes).
+TEST_P(EngineOnModel, KvTypesServeBatchedAsAlone) {
+  const Scenario sc = make_scenario(l_.model->config().n_vocab, 8, 10, /*sampled=*/false);
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    EngineConfig c = small_pool(l_, 14, 6);
+    c.kv.type = t;
+    const Served batched = serve(l_, c, sc);
+    EXPECT_GT(batched.stats.preempted_swap + batched.stats.preempted_recompute, 0);
+    for (size_t i = 0; i < sc.requests.size(); ++i) {
+      Scenario one;
+      one.requests = {sc.requests[i]};
+      one.arrival_step = {0};
+      const Served alone = serve(l_, c, one);
+      EXPECT_EQ(batched.results[i].tokens, alone.results[0].tokens) << dtype_name(t) << " request " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, EngineOnModel, ::testing::Values("stories260K", "synthetic"),
                          [](const auto& info) { return info.param; });
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,6 +65,12 @@ class Backend {
   virtual float* alloc(int64_t n_floats) = 0;
   virtual void free(float* p) = 0;
   virtual void read(const float* src, float* host_dst, int64_t n) = 0;
+  /// Raw bytes between backend memory (inside a buffer from alloc) and host memory: how the
+  /// KV cache's host tier swaps blocks out and back in. The default memcpy is right only
+  /// for backends whose buffers are host memory (the CPU backends); a device backend
+  /// overrides both with its own copies.
+  virtual void copy_to_host(const void* src, void* host_dst, size_t bytes) { std::memcpy(host_dst, src, bytes); }
+  virtual void copy_from_host(const void* host_src, void* dst, size_t bytes) { std::memcpy(dst, host_src, bytes); }
 
   /// y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens (x: n_tokens x cols, y: n_tokens x rows).
   virtual void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) = 0;

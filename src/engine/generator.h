@@ -9,13 +9,12 @@
 
 #include "backend/backend.h"
 #include "base/status.h"
+#include "engine/finish_reason.h"
 #include "engine/sampler.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace th {
-
-enum class FinishReason { Stop, Length, Cancelled };
 
 struct GenerateOptions {
   SamplingParams sampling;

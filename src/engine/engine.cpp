@@ -1,0 +1,357 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "engine/logprobs.h"
+#include "tokenizer/tokenizer.h"
+
+namespace th {
+
+namespace {
+
+constexpr int32_t kMaxLogprobs = 20;  // OpenAI's cap on top_logprobs
+
+Status validate_request(const GenerateRequest& r, int64_t n_vocab, int64_t max_model_len, int64_t pool_positions,
+                        int64_t model_ctx) {
+  if (r.prompt.empty()) return Status::error("request: empty prompt (start from BOS at least)");
+  for (int32_t id : r.prompt)
+    if (id < 0 || id >= n_vocab) return Status::errorf("request: prompt token ", id, " is outside the vocabulary of ", n_vocab);
+  for (int32_t id : r.stop_token_ids)
+    if (id < 0 || id >= n_vocab) return Status::errorf("request: stop token ", id, " is outside the vocabulary of ", n_vocab);
+  if (Status s = r.sampling.validate(); !s.ok()) return Status::errorf("request: ", s.message());
+  if (r.max_tokens == 0 || r.max_tokens < -1)
+    return Status::errorf("request: max_tokens must be >= 1 (or -1: until the context is full), got ", r.max_tokens);
+  if (r.logprobs < -1 || r.logprobs > kMaxLogprobs)
+    return Status::errorf("request: logprobs must be in [-1, ", kMaxLogprobs, "], got ", r.logprobs);
+  if (r.compute_type != ComputeType::Auto && r.compute_type != ComputeType::Fp32)
+    return Status::errorf("request: compute type ", compute_type_name(r.compute_type),
+                          " is not supported by this engine, which computes in fp32 (ask for fp32 or auto)");
+  const int64_t n = static_cast<int64_t>(r.prompt.size());
+  if (n >= max_model_len)
+    return Status::errorf("request: a prompt of ", n, " tokens leaves no room to generate: a sequence holds at most ",
+                          max_model_len, " positions (model context ", model_ctx, ", primary KV pool ", pool_positions, ")");
+  return ok_status();
+}
+
+double seconds(Engine::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < tok.n_vocab(); ++i)
+    if (tok.is_eog(i) || i == tok.bos()) ids.push_back(i);
+  return ids;
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, Backend& backend, EngineConfig config) {
+  const ModelConfig& c = model.config();
+  if (config.max_seqs < 1 || config.token_budget < config.max_seqs)
+    return Status::errorf("engine: need 1 <= max_seqs <= token_budget, got max_seqs ", config.max_seqs,
+                          ", token_budget ", config.token_budget);
+  if (config.kv.primary_blocks < 1) return Status::error("engine: the primary KV tier needs at least one block");
+  for (int32_t id : config.end_of_generation)
+    if (id < 0 || id >= c.n_vocab) return Status::errorf("engine: end-of-generation token ", id, " is outside the vocabulary");
+  TH_ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::create(backend, c.n_layer, c.kv_dim(), config.kv));
+  int64_t len = config.max_model_len > 0 ? config.max_model_len : c.n_ctx_train;
+  len = std::min(len, config.kv.primary_blocks * config.kv.block_size);
+  if (!config.scheduler) config.scheduler = std::make_shared<PriorityScheduler>();
+  return std::unique_ptr<Engine>(new Engine(model, backend, std::move(config), std::move(kv), len));
+}
+
+Engine::Engine(LlamaModel& model, Backend& backend, EngineConfig config, std::unique_ptr<KvCacheManager> kv,
+               int64_t max_model_len)
+    : model_(&model), backend_(&backend), config_(std::move(config)), scheduler_(config_.scheduler),
+      kv_(std::move(kv)), max_model_len_(max_model_len), start_time_(Clock::now()),
+      signal_(std::make_shared<EngineSignal>()) {
+  publish_stats();
+}
+
+Engine::~Engine() {
+  stop();
+  take_submissions();
+  while (!seqs_.empty()) finish(*seqs_.begin()->second, FinishReason::Cancelled, TokenEvent{}, "engine destroyed");
+}
+
+Result<RequestStream> Engine::submit(GenerateRequest request) {
+  const ModelConfig& c = model_->config();
+  if (Status s = validate_request(request, c.n_vocab, max_model_len_, config_.kv.primary_blocks * config_.kv.block_size,
+                                  c.n_ctx_train);
+      !s.ok()) {
+    rejected_.fetch_add(1);
+    return s;
+  }
+  const uint64_t id = next_id_.fetch_add(1);
+  auto ch = std::make_shared<RequestChannel>(signal_);
+  queue_.push({id, std::move(request), ch, Clock::now()});
+  submitted_.fetch_add(1);
+  signal_->notify();
+  return RequestStream(id, std::move(ch));
+}
+
+bool Engine::has_work() const { return queue_.size() > 0 || has_live_.load(); }
+
+double Engine::seconds_since_start(Clock::time_point t) const { return seconds(t - start_time_); }
+
+void Engine::take_submissions() {
+  for (SubmittedRequest& r : queue_.take_all()) {
+    const int64_t n_prompt = static_cast<int64_t>(r.request.prompt.size());
+    int64_t max_gen = max_model_len_ - n_prompt;
+    if (r.request.max_tokens > 0) max_gen = std::min(max_gen, r.request.max_tokens);
+    auto s = std::make_unique<Sequence>(r.id, std::move(r.request), std::move(r.channel), r.submitted, max_gen,
+                                        kv_->block_size());
+    s->metrics.n_prompt = n_prompt;
+    kv_->add(static_cast<SeqId>(r.id));
+    seqs_.emplace(r.id, std::move(s));
+  }
+}
+
+void Engine::reap_cancelled_and_expired(Clock::time_point now) {
+  std::vector<uint64_t> cancelled, expired;
+  for (const auto& [id, s] : seqs_) {
+    if (s->channel->cancelled()) cancelled.push_back(id);
+    else if (s->request.deadline && now >= *s->request.deadline) expired.push_back(id);
+  }
+  for (uint64_t id : cancelled) finish(*seqs_.at(id), FinishReason::Cancelled, TokenEvent{});
+  for (uint64_t id : expired) finish(*seqs_.at(id), FinishReason::Deadline, TokenEvent{});
+}
+
+SchedulerState Engine::scheduler_state() const {
+  SchedulerState st;
+  st.block_size = kv_->block_size();
+  st.token_budget = config_.token_budget;
+  st.max_seqs = config_.max_seqs;
+  st.available_blocks = kv_->available_blocks();
+  st.host_free_blocks = kv_->host_free_blocks();
+  st.seqs.reserve(seqs_.size());
+  for (const auto& [id, sp] : seqs_) {
+    const Sequence& s = *sp;
+    SeqSummary x;
+    x.id = static_cast<int64_t>(id);
+    x.priority = s.request.priority;
+    x.arrival = seconds_since_start(s.submitted);
+    x.arrival_no = id;
+    x.n_tokens = s.n_tokens();
+    switch (s.state) {
+      case SeqState::Prefilling:
+      case SeqState::Decoding:
+        x.phase = SeqPhase::Running;
+        x.n_computed = kv_->computed(x.id);
+        x.blocks_held = static_cast<int64_t>(kv_->table(x.id).size());
+        x.blocks_released = kv_->released_by_preempting(x.id);
+        break;
+      case SeqState::Swapped:
+        x.phase = SeqPhase::Swapped;
+        x.n_computed = kv_->computed(x.id);
+        x.blocks_held = static_cast<int64_t>(kv_->table(x.id).size());
+        break;
+      default: {
+        x.phase = SeqPhase::Waiting;
+        const PrefixMatch m = kv_->match_prefix(s.hashes, s.n_tokens());
+        x.n_computed = m.tokens;
+        x.blocks_held = m.blocks;
+        x.hit_cost = m.cost_blocks;
+      }
+    }
+    st.seqs.push_back(x);
+  }
+  return st;
+}
+
+void Engine::apply_preemption(const Decision::Preemption& p) {
+  Sequence& s = *seqs_.at(static_cast<uint64_t>(p.id));
+  ++s.metrics.n_preemptions;
+  if (p.mode == PreemptMode::Swap && kv_->swap_out(p.id).ok()) {
+    s.state = SeqState::Swapped;
+    ++counters_.preempted_swap;
+    return;
+  }
+  kv_->drop(p.id);
+  s.state = SeqState::Preempted;
+  ++counters_.preempted_recompute;
+}
+
+Status Engine::run_batch(const Decision& d) {
+  std::vector<KvStepEntry> entries;
+  entries.reserve(d.run.size());
+  for (const Decision::Work& w : d.run) {
+    const Sequence& s = *seqs_.at(static_cast<uint64_t>(w.id));
+    const bool queued = s.state == SeqState::Waiting || s.state == SeqState::Preempted;
+    const int64_t base = queued ? kv_->match_prefix(s.hashes, s.n_tokens()).tokens : kv_->computed(w.id);
+    const int64_t target = base + w.n_tokens;
+    if (w.n_tokens < 1 || target > s.n_tokens())
+      return Status::errorf("engine: the scheduler asked for ", w.n_tokens, " tokens of sequence ", w.id, " at ", base,
+                            " of its ", s.n_tokens());
+    entries.push_back({w.id, target, s.n_tokens(), s.hashes});
+  }
+  if (Status p = kv_->prepare(entries); !p.ok())
+    return Status::errorf("engine: the KV cache refused the scheduler's plan: ", p.message());
+
+  const Clock::time_point now = Clock::now();
+  ForwardBatch fb;
+  std::vector<uint64_t> sampled;  // sequences whose last token's logits come back, in batch order
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Sequence& s = *seqs_.at(static_cast<uint64_t>(entries[i].seq));
+    const int64_t from = kv_->computed(entries[i].seq), to = entries[i].target;
+    if (!s.first_scheduled) {
+      s.first_scheduled = now;
+      s.metrics.queue_seconds = seconds(now - s.submitted);
+      s.metrics.prefix_hit_tokens = from;
+    }
+    if (s.state != SeqState::Decoding) s.state = SeqState::Prefilling;
+    fb.tables.push_back(kv_->table(entries[i].seq));
+    for (int64_t p = from; p < to; ++p)
+      fb.add(s.tokens[static_cast<size_t>(p)], static_cast<int32_t>(i), static_cast<int32_t>(p), p + 1 == s.n_tokens());
+    if (to == s.n_tokens()) sampled.push_back(s.id);
+  }
+  if (Status f = model_->forward(fb, kv_->primary(), &logits_); !f.ok()) {
+    kv_->rollback();
+    return Status::errorf("engine: forward pass failed: ", f.message());
+  }
+  kv_->commit();
+  counters_.tokens_computed += static_cast<int64_t>(fb.size());
+
+  const Clock::time_point done = Clock::now();
+  const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
+  for (size_t k = 0; k < sampled.size(); ++k)
+    sample_and_emit(*seqs_.at(sampled[k]), std::span<float>(logits_.data() + k * n_vocab, n_vocab), done);
+  return ok_status();
+}
+
+void Engine::sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_point now) {
+  const int64_t pos = s.n_tokens();
+  TokenEvent e;
+  e.position = pos;
+  // The sampler applies penalties in place: logprobs come from the raw row, kept first.
+  std::vector<float> raw;
+  double lse = 0;
+  if (s.request.logprobs >= 0) {
+    raw.assign(logits.begin(), logits.end());
+    lse = log_sum_exp(raw);
+    if (s.request.logprobs > 0) e.top_logprobs = top_logprobs(raw, s.request.logprobs, lse);
+  }
+  const int32_t token = s.sampler.sample(logits, s.tokens, static_cast<uint64_t>(pos));
+  if (!raw.empty()) e.logprob = static_cast<float>(raw[static_cast<size_t>(token)] - lse);
+  s.state = SeqState::Decoding;
+  if (s.last_token) s.metrics.inter_token_seconds.push_back(seconds(now - *s.last_token));
+  else s.metrics.ttft_seconds = seconds(now - s.submitted);
+  s.last_token = now;
+
+  auto in = [token](const std::vector<int32_t>& v) { return std::find(v.begin(), v.end(), token) != v.end(); };
+  if ((!s.request.ignore_eos && in(config_.end_of_generation)) || in(s.request.stop_token_ids)) {
+    TokenEvent stop;
+    stop.position = pos;
+    finish(s, FinishReason::Stop, std::move(stop));
+    return;
+  }
+  s.append(token, kv_->block_size());
+  ++counters_.tokens_generated;
+  e.token = token;
+  if (s.n_generated() >= s.max_generated) finish(s, FinishReason::Length, std::move(e));
+  else s.channel->push(std::move(e));
+}
+
+void Engine::finish(Sequence& s, FinishReason why, TokenEvent last, std::string error) {
+  const uint64_t id = s.id;
+  kv_->remove(static_cast<SeqId>(id));
+  s.state = SeqState::Finished;
+  last.finish = why;
+  last.error = std::move(error);
+  s.metrics.n_generated = s.n_generated();
+  s.channel->finish(std::move(last), s.metrics);
+  ++counters_.finished;
+  if (why == FinishReason::Cancelled) ++counters_.cancelled;
+  seqs_.erase(id);
+}
+
+void Engine::fail_all(const Status& why) {
+  while (!seqs_.empty()) finish(*seqs_.begin()->second, FinishReason::Error, TokenEvent{}, why.message());
+}
+
+Status Engine::step() {
+  if (running_.load()) return Status::error("engine: step() while the engine thread runs");
+  return step_impl();
+}
+
+Status Engine::step_impl() {
+  take_submissions();
+  reap_cancelled_and_expired(Clock::now());
+  Status status;
+  if (!seqs_.empty()) {
+    const Decision d = scheduler_->schedule(scheduler_state());
+    for (const Decision::Preemption& p : d.preempt) apply_preemption(p);
+    if (!d.run.empty()) status = run_batch(d);
+    else if (d.preempt.empty())
+      status = Status::errorf("engine: no sequence can make progress (", seqs_.size(), " live, ",
+                              kv_->available_blocks(), " blocks available)");
+    ++counters_.steps;
+    if (status.ok() && config_.check_invariants) status = kv_->check_invariants();
+    if (!status.ok()) fail_all(status);
+  }
+  has_live_.store(!seqs_.empty());
+  publish_stats();
+  return status;
+}
+
+void Engine::publish_stats() {
+  EngineStats st = counters_;
+  for (const auto& [id, s] : seqs_) {
+    switch (s->state) {
+      case SeqState::Prefilling:
+      case SeqState::Decoding: ++st.running; break;
+      case SeqState::Swapped: ++st.swapped; break;
+      default: ++st.waiting;
+    }
+  }
+  st.kv = kv_->stats();
+  st.submitted = submitted_.load();
+  st.rejected = rejected_.load();
+  std::lock_guard<std::mutex> l(stats_mutex_);
+  stats_ = st;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats st;
+  {
+    std::lock_guard<std::mutex> l(stats_mutex_);
+    st = stats_;
+  }
+  st.waiting += static_cast<int64_t>(queue_.size());
+  st.submitted = submitted_.load();
+  st.rejected = rejected_.load();
+  return st;
+}
+
+Status Engine::start() {
+  if (running_.exchange(true)) return Status::error("engine: already started");
+  stop_requested_.store(false);
+  thread_ = std::thread(&Engine::thread_main, this);
+  return ok_status();
+}
+
+void Engine::stop() {
+  if (!running_.load()) return;
+  stop_requested_.store(true);
+  signal_->notify();
+  thread_.join();
+  running_.store(false);
+}
+
+void Engine::thread_main() {
+  while (!stop_requested_.load()) {
+    signal_->wait([&] { return stop_requested_.load() || queue_.size() > 0 || !seqs_.empty(); });
+    if (stop_requested_.load()) break;
+    // Nothing may escape the engine thread: an exception fails the live requests instead.
+    try {
+      if (Status s = step_impl(); !s.ok()) std::fprintf(stderr, "tokenhive engine: %s\n", s.message().c_str());
+    } catch (const std::exception& ex) {
+      fail_all(Status::errorf("engine: ", ex.what()));
+    } catch (...) {
+      fail_all(Status::error("engine: unknown exception"));
+    }
+  }
+}
+
+}  // namespace th

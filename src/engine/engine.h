@@ -1,0 +1,127 @@
+// The serving engine: many requests, one model, one KV cache, one thread.
+//
+// Requests enter a thread-safe queue (`submit`, from any thread) and come
+// back as a stream of token events. One engine thread owns every sequence;
+// each `step` it takes new requests, drops cancelled and expired ones, asks
+// the scheduler policy for a plan, preempts what the plan says, reserves the
+// step's KV blocks as one transaction, runs ONE forward pass over the ragged
+// batch of every prompt chunk and decode token, samples each sequence that
+// reached its end with the request's own sampler, and emits the tokens.
+//
+// Tests drive `step()` themselves; a server calls `start()` and lets the
+// engine thread step whenever there is work.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "engine/engine_stats.h"
+#include "engine/request.h"
+#include "engine/request_queue.h"
+#include "engine/request_stream.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+#include "model/llama_model.h"
+
+namespace th {
+
+class Tokenizer;
+
+struct EngineConfig {
+  KvCacheConfig kv;              // primary_blocks must be set; host_blocks 0: no host tier
+  int64_t token_budget = 512;    // tokens per forward pass (prompt chunks + decodes); >= max_seqs
+  int64_t max_seqs = 64;         // sequences running at once
+  int64_t max_model_len = 0;     // positions per sequence; 0: the model's context. Capped at the primary tier.
+  std::shared_ptr<const Scheduler> scheduler;  // null: PriorityScheduler with its default ageing
+  std::vector<int32_t> end_of_generation;      // stop tokens unless ignore_eos (see end_of_generation_ids)
+  bool check_invariants = false;               // recount the KV cache's references after every step (tests)
+};
+
+/// @brief The tokens that end generation for `tok`'s vocab: every end-of-generation token and
+/// BOS (llama2.c's convention, as Generator has it).
+std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok);
+
+class Engine {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// @brief The model (and the backend it computes on) must outlive the engine.
+  static Result<std::unique_ptr<Engine>> create(LlamaModel& model, Backend& backend, EngineConfig config);
+  /// @brief Stops the thread; requests still live end with FinishReason::Cancelled.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// @brief Validates and queues a request (any thread). A request the engine can never serve
+  /// (bad ids or params, an unsupported compute type, a prompt that does not fit one sequence's
+  /// KV) is refused here with the reason.
+  Result<RequestStream> submit(GenerateRequest request);
+
+  /// @brief One iteration (not while the thread runs). An error means the engine failed
+  /// internally; every live request has then been finished with FinishReason::Error.
+  Status step();
+  /// @brief Something queued or live: step() has work to do.
+  bool has_work() const;
+
+  /// @brief Runs step() on the engine thread whenever there is work.
+  Status start();
+  /// @brief Stops the engine thread (live requests stay, for step() or start()).
+  void stop();
+
+  /// @brief A snapshot taken after the last step (any thread).
+  EngineStats stats() const;
+  int64_t max_model_len() const { return max_model_len_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  Engine(LlamaModel& model, Backend& backend, EngineConfig config, std::unique_ptr<KvCacheManager> kv,
+         int64_t max_model_len);
+  Status step_impl();
+  void take_submissions();
+  void reap_cancelled_and_expired(Clock::time_point now);
+  SchedulerState scheduler_state() const;
+  void apply_preemption(const Decision::Preemption& p);
+  Status run_batch(const Decision& d);
+  void sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_point now);
+  void finish(Sequence& s, FinishReason why, TokenEvent last, std::string error = {});
+  void fail_all(const Status& why);
+  void publish_stats();
+  void thread_main();
+  double seconds_since_start(Clock::time_point t) const;
+
+  LlamaModel* model_;
+  Backend* backend_;
+  EngineConfig config_;
+  std::shared_ptr<const Scheduler> scheduler_;
+  std::unique_ptr<KvCacheManager> kv_;
+  const int64_t max_model_len_;
+  const Clock::time_point start_time_;
+
+  // Any thread.
+  RequestQueue queue_;
+  std::shared_ptr<EngineSignal> signal_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<int64_t> rejected_{0}, submitted_{0};
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+
+  // The engine thread only (or the caller of step()).
+  std::map<uint64_t, std::unique_ptr<Sequence>> seqs_;  // live sequences by id (= arrival order)
+  EngineStats counters_;
+  std::vector<float> logits_;
+  std::atomic<bool> has_live_{false};
+
+  std::thread thread_;
+  std::atomic<bool> running_{false}, stop_requested_{false};
+};
+
+}  // namespace th

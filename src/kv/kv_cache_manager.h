@@ -1,0 +1,157 @@
+// The serving engine's KV memory: a primary tier (backend memory, what the
+// forward pass reads) with a prefix cache over it, a host tier that holds
+// swapped-out sequences, and a block table per sequence.
+//
+// A step's allocation is a transaction: `prepare` reserves every block the
+// step needs (prefix hits, new blocks, swap-ins) or fails having changed
+// nothing but the order of the cache's LRU list; `commit` runs after the
+// forward pass and publishes the newly full blocks to the prefix cache;
+// `rollback` undoes a prepare whose forward pass failed.
+//
+// Reference counts: every occurrence of a block in a table is one reference,
+// and so is the prefix cache's listing of it. `check_invariants` verifies this
+// (and the free and LRU lists) from scratch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "kv/block_hash.h"
+#include "kv/kv_cache.h"
+#include "kv/prefix_cache.h"
+
+namespace th {
+
+using SeqId = int64_t;
+
+struct KvCacheConfig {
+  int64_t block_size = 16;      // positions per block
+  int64_t primary_blocks = 0;   // blocks in backend memory
+  int64_t host_blocks = 0;      // blocks in host memory; 0: no host tier (preemption always recomputes)
+  DType type = DType::F32;      // f32, f16, bf16 or q8_0
+  bool prefix_caching = true;
+};
+
+enum class KvTier : uint8_t { None, Primary, Host };
+
+/// @brief The leading full blocks of a sequence found in the prefix cache.
+struct PrefixMatch {
+  int64_t blocks = 0;       // usable cached blocks (never covering the last token, whose logits are needed)
+  int64_t tokens = 0;       // blocks * block_size
+  int64_t cost_blocks = 0;  // available blocks that taking them may use up (see match_prefix)
+};
+
+/// @brief One sequence's part in a step's transaction.
+struct KvStepEntry {
+  SeqId seq = 0;
+  int64_t target = 0;                 // positions with K/V once the step's forward pass has run
+  int64_t n_tokens = 0;               // tokens the sequence has (caps its prefix lookup)
+  std::span<const BlockHash> hashes;  // its full blocks' hashes; must stay valid until commit or rollback
+};
+
+struct KvCacheStats {
+  int64_t primary_blocks = 0, primary_used = 0, primary_free = 0;  // free counts unused cached blocks
+  int64_t host_blocks = 0, host_used = 0, host_free = 0;
+  int64_t cached_blocks = 0, cached_unused = 0;
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // over every prefix lookup an admission made
+};
+
+class KvCacheManager {
+ public:
+  static Result<std::unique_ptr<KvCacheManager>> create(Backend& backend, int64_t n_layer, int64_t kv_dim,
+                                                        const KvCacheConfig& config);
+
+  KvCache& primary() { return primary_; }
+  const KvCache& primary() const { return primary_; }
+  int64_t block_size() const { return primary_.block_size(); }
+  bool has_host_tier() const { return host_.has_value(); }
+
+  // --- Sequences
+  /// @brief Registers a sequence with no blocks.
+  void add(SeqId seq);
+  /// @brief Releases whatever the sequence holds and forgets it.
+  void remove(SeqId seq);
+  KvTier tier(SeqId seq) const { return seqs_.at(seq).tier; }
+  /// @brief Positions of the sequence whose K/V are in its blocks.
+  int64_t computed(SeqId seq) const { return seqs_.at(seq).computed; }
+  std::span<const int32_t> table(SeqId seq) const { return seqs_.at(seq).table; }
+
+  // --- Queries for the scheduler; no side effects
+  /// @brief Cached leading blocks of a sequence of n_tokens tokens with these full-block hashes.
+  /// At most (n_tokens - 1) / block_size blocks: the last token is always computed again (its
+  /// logits are needed), and it goes to a block of the sequence's own. cost_blocks counts the
+  /// hits a scheduler must pay for: blocks no sequence uses (they leave the evictable set) and,
+  /// conservatively, blocks only one sequence uses (preempting it this step would count them
+  /// as freed).
+  PrefixMatch match_prefix(std::span<const BlockHash> hashes, int64_t n_tokens) const;
+  /// @brief Primary blocks that would become free or evictable if the sequence released its
+  /// blocks now: those no other sequence shares.
+  int64_t released_by_preempting(SeqId seq) const;
+  /// @brief Primary blocks a step may take: free ones and cached ones no sequence uses.
+  int64_t available_blocks() const { return primary_.pool().n_free() + cache_.n_unused(); }
+  int64_t host_free_blocks() const { return host_ ? host_->pool().n_free() : 0; }
+
+  // --- The step's transaction
+  /// @brief Reserves every block the entries need, or nothing. A sequence with no blocks first
+  /// takes its prefix hits (computed() then says how many positions they cover); a swapped-out
+  /// sequence comes back to the primary tier. Fails if the blocks are not there or an entry is
+  /// malformed. Only one transaction at a time.
+  [[nodiscard]] Status prepare(std::span<const KvStepEntry> entries);
+  /// @brief After the forward pass: each entry's computed() becomes its target, full blocks go
+  /// into the prefix cache, and swapped-in sequences' host blocks are released.
+  void commit();
+  /// @brief Undoes prepare (the forward pass failed).
+  void rollback();
+
+  // --- Preemption
+  /// @brief Copies the sequence's blocks to the host tier and releases them in the primary
+  /// one. Fails (changing nothing) without a host tier or enough free host blocks.
+  [[nodiscard]] Status swap_out(SeqId seq);
+  /// @brief Releases the sequence's blocks in either tier; it will be computed again from its tokens.
+  void drop(SeqId seq);
+
+  /// @brief Recounts every reference from the tables and the cache and checks them, the free
+  /// lists and the LRU list against the pools. Call outside a transaction.
+  Status check_invariants() const;
+  KvCacheStats stats() const;
+
+ private:
+  struct SeqKv {
+    KvTier tier = KvTier::None;
+    std::vector<int32_t> table;  // block ids in `tier`'s pool
+    int64_t computed = 0;
+    int64_t n_published = 0;     // leading blocks already offered to the prefix cache
+  };
+  struct Undo {
+    SeqId seq;
+    SeqKv before;  // the sequence as it was (for a swap-in, its host table: released at commit)
+    int64_t target;
+    int64_t n_tokens;
+    std::span<const BlockHash> hashes;
+  };
+
+  KvCacheManager(Backend& b, KvCache primary, std::optional<KvCache> host, const KvCacheConfig& c);
+  int32_t take_primary();                  // a free block, evicting the oldest unused cached one if needed
+  void use_cached(int32_t block);          // one more reference to a cached block
+  void release_primary(int32_t block);     // one reference less; an unused cached block joins the LRU list
+  void release_table(SeqKv& s);            // releases in reverse, so a prefix's tail is evicted before its head
+  void copy_block(const KvCache& from, int32_t fb, KvCache& to, int32_t tb, bool to_host);
+
+  Backend* backend_;
+  KvCacheConfig config_;
+  KvCache primary_;
+  std::optional<KvCache> host_;
+  PrefixCache cache_;
+  std::unordered_map<SeqId, SeqKv> seqs_;
+  std::vector<Undo> txn_;
+  bool in_txn_ = false;
+  int64_t prefix_query_tokens_ = 0, prefix_hit_tokens_ = 0;
+};
+
+}  // namespace th

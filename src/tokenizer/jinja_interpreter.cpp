@@ -191,7 +191,7 @@ Value bf_namespace(Interpreter& in, const Value&, CallArgs& c) {
         ns->set(kv[0].s(), kv[1]);
       }
     } else {
-      fail(std::string("namespace() cannot take a ") + kind_name(src));
+      fail("namespace() cannot take " + a_kind(src));
     }
   }
   for (const auto& [k, v] : c.kwargs) ns->set(k, v);
@@ -604,7 +604,7 @@ void Interpreter::bind_target(const Node& target, const Value& v, Env& env) {
     return;
   }
   // A tuple of names: unpack a list.
-  if (!v.is_array()) fail(std::string("cannot unpack a ") + kind_name(v) + " into " + std::to_string(target.kids.size()) + " names");
+  if (!v.is_array()) fail("cannot unpack " + a_kind(v) + " into " + std::to_string(target.kids.size()) + " names");
   if (v.items().size() != target.kids.size())
     fail(std::string("too ") + (target.kids.size() > v.items().size() ? "few" : "many") + " items to unpack (expected " +
          std::to_string(target.kids.size()) + ", got " + std::to_string(v.items().size()) + ")");
@@ -637,7 +637,7 @@ Interpreter::Flow Interpreter::exec_for(const Node& n, const EnvPtr& env, std::s
       for (std::string_view ch : cp_split(iterable.s())) all.push_back(Value::string(std::string(ch)));
       break;
     case Kind::Undefined: break;  // Jinja2: an undefined value iterates as empty
-    default: fail(std::string("cannot loop over a ") + kind_name(iterable), iter_node.pos);
+    default: fail("cannot loop over " + a_kind(iterable), iter_node.pos);
   }
   charge(all.size() * sizeof(Value));
   std::vector<Value> items;
@@ -658,15 +658,16 @@ Interpreter::Flow Interpreter::exec_for(const Node& n, const EnvPtr& env, std::s
     step();
     auto loop = std::make_shared<ObjectData>();
     const double len = static_cast<double>(count), idx = static_cast<double>(i);
-    loop->set("index", Value::integer(idx + 1));
-    loop->set("index0", Value::integer(idx));
-    loop->set("revindex", Value::integer(len - idx));
-    loop->set("revindex0", Value::integer(len - idx - 1));
-    loop->set("first", Value::boolean(i == 0));
-    loop->set("last", Value::boolean(i + 1 == count));
-    loop->set("length", Value::integer(len));
-    loop->set("previtem", i > 0 ? items[i - 1] : Value::undefined());
-    loop->set("nextitem", i + 1 < count ? items[i + 1] : Value::undefined());
+    loop->entries.reserve(9);
+    loop->add_new("index", Value::integer(idx + 1));
+    loop->add_new("index0", Value::integer(idx));
+    loop->add_new("revindex", Value::integer(len - idx));
+    loop->add_new("revindex0", Value::integer(len - idx - 1));
+    loop->add_new("first", Value::boolean(i == 0));
+    loop->add_new("last", Value::boolean(i + 1 == count));
+    loop->add_new("length", Value::integer(len));
+    loop->add_new("previtem", i > 0 ? items[i - 1] : Value::undefined());
+    loop->add_new("nextitem", i + 1 < count ? items[i + 1] : Value::undefined());
     scope->set("loop", Value::object(std::move(loop)));
     bind_target(target, items[i], *scope);
     // As @huggingface/jinja: what an iteration printed before a break or
@@ -696,7 +697,7 @@ void Interpreter::exec_set(const Node& n, const EnvPtr& env) {
     case NodeKind::Member: {
       const Value object = eval(*target.kids[0], env);
       if (object.kind != Kind::Namespace)
-        fail(std::string("cannot set an attribute of a ") + kind_name(object) + " (only of a namespace())", target.pos);
+        fail("cannot set an attribute of " + a_kind(object) + " (only of a namespace())", target.pos);
       const Node& prop = *target.kids[1];
       if (prop.kind != NodeKind::Literal || !prop.value.is_string()) fail("cannot assign to this attribute", target.pos);
       object.obj->set(prop.value.s(), rhs);
@@ -834,7 +835,7 @@ CallArgs Interpreter::eval_args(const std::vector<NodePtr>& nodes, size_t first,
     const Node& a = *nodes[i];
     if (a.kind == NodeKind::Spread) {
       const Value v = eval(*a.kids[0], env);
-      if (!v.is_array()) fail(std::string("cannot unpack a ") + kind_name(v) + " with '*'", a.pos);
+      if (!v.is_array()) fail("cannot unpack " + a_kind(v) + " with '*'", a.pos);
       for (const Value& x : v.items()) c.args.push_back(x);
     } else if (a.kind != NodeKind::KwArg && a.kind != NodeKind::KwSpread) {
       c.args.push_back(eval(a, env));
@@ -850,7 +851,7 @@ CallArgs Interpreter::eval_args(const std::vector<NodePtr>& nodes, size_t first,
       add_kw(a.name, eval(*a.kids[0], env), a.pos);
     } else if (a.kind == NodeKind::KwSpread) {
       const Value v = eval(*a.kids[0], env);
-      if (v.kind != Kind::Object) fail(std::string("'**' needs a dict, not a ") + kind_name(v), a.pos);
+      if (v.kind != Kind::Object) fail("'**' needs a dict, not " + a_kind(v), a.pos);
       for (const auto& [k, x] : v.obj->entries) add_kw(k, x, a.pos);
     }
   }
@@ -863,7 +864,7 @@ Value Interpreter::eval_call(const Node& n, const EnvPtr& env) {
   if (fn.kind != Kind::Function) {
     const Node& callee = *n.kids[0];
     if (callee.kind == NodeKind::Ident && fn.is_undefined()) fail("'" + callee.name + "' is undefined, not a function");
-    fail(std::string("cannot call a ") + kind_name(fn));
+    fail("cannot call " + a_kind(fn));
   }
   return call_function(fn, args, env);
 }
@@ -876,7 +877,7 @@ Value Interpreter::eval_member(const Node& n, const EnvPtr& env) {
   switch (object.kind) {
     case Kind::Object:
     case Kind::Namespace: {
-      if (!prop.is_string()) fail(std::string("cannot index a ") + kind_name(object) + " with a " + kind_name(prop));
+      if (!prop.is_string()) fail("cannot index " + a_kind(object) + " with " + a_kind(prop));
       if (const Value* v = object.obj->find(prop.s())) return *v;
       if (object.kind == Kind::Object)
         if (Builtin m = find_method(kObjectMethods, prop.s())) return Value::function(builtin(prop.s(), m, object));
@@ -893,7 +894,7 @@ Value Interpreter::eval_member(const Node& n, const EnvPtr& env) {
         const int64_t i = resolve_index(prop.num, cps.size());
         return i < 0 ? Value::undefined() : Value::string(std::string(cps[static_cast<size_t>(i)]));
       }
-      if (!prop.is_string()) fail(std::string("cannot index a ") + kind_name(object) + " with a " + kind_name(prop));
+      if (!prop.is_string()) fail("cannot index " + a_kind(object) + " with " + a_kind(prop));
       if (prop.s() == "length")
         return Value::integer(static_cast<double>(object.is_array() ? object.items().size() : cp_count(object.s())));
       if (object.is_string())
@@ -901,13 +902,13 @@ Value Interpreter::eval_member(const Node& n, const EnvPtr& env) {
       return Value::undefined();
     }
     default:
-      if (!prop.is_string()) fail(std::string("cannot index a ") + kind_name(object) + " with a " + kind_name(prop));
+      if (!prop.is_string()) fail("cannot index " + a_kind(object) + " with " + a_kind(prop));
       return Value::undefined();
   }
 }
 
 Value Interpreter::eval_slice(const Value& object, const Node& slice, const EnvPtr& env) {
-  if (!object.is_array() && !object.is_string()) fail(std::string("cannot slice a ") + kind_name(object));
+  if (!object.is_array() && !object.is_string()) fail("cannot slice " + a_kind(object));
   Value part[3];
   for (int i = 0; i < 3; ++i) {
     if (!slice.kids[i]) continue;
@@ -934,7 +935,7 @@ Value Interpreter::eval_unary(const Node& n, const EnvPtr& env) {
   const double sign = n.name == "-" ? -1 : 1;
   if (v.is_number()) return v.kind == Kind::Float ? Value::floating(sign * v.num) : Value::integer(sign * v.num);
   if (v.kind == Kind::Bool) return Value::integer(sign * (v.b ? 1 : 0));
-  fail("unary '" + n.name + "' needs a number, not a " + kind_name(v));
+  fail("unary '" + n.name + "' needs a number, not " + a_kind(v));
 }
 
 Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
@@ -1051,7 +1052,7 @@ bool Interpreter::run_test(const std::string& name, const Value& v, const std::v
   if (name == "lower") return v.is_string() && v.s() == to_lower(v.s());
   if (name == "upper") return v.is_string() && v.s() == to_upper(v.s());
   if (name == "odd" || name == "even") {
-    if (v.kind != Kind::Int) fail("the test '" + name + "' needs an integer, not a " + kind_name(v));
+    if (v.kind != Kind::Int) fail("the test '" + name + "' needs an integer, not " + a_kind(v));
     const bool odd = std::fmod(v.num, 2) != 0;
     return name == "odd" ? odd : !odd;
   }
@@ -1080,7 +1081,7 @@ bool Interpreter::run_test(const std::string& name, const Value& v, const std::v
     }
     if (seq.is_string() && v.is_string()) return seq.s().find(v.s()) != std::string::npos;
     if (seq.kind == Kind::Object && v.is_string()) return seq.obj->find(v.s()) != nullptr;
-    fail(std::string("the test 'in' cannot look in a ") + kind_name(seq));
+    fail("the test 'in' cannot look in " + a_kind(seq));
   }
   fail("unknown test '" + name + "'");
 }
@@ -1089,7 +1090,7 @@ Value Interpreter::apply_filter(const Value& v, const std::string& name, bool pa
   const bool known = known_filters().count(name) > 0;
   auto unknown = [&]() -> Value {
     if (!known) fail("unknown filter '" + name + "'");
-    fail("the filter '" + name + "' cannot be applied to a " + kind_name(v));
+    fail("the filter '" + name + "' cannot be applied to " + a_kind(v));
   };
   static const Value kUndef, kFalse = Value::boolean(false), kEmpty = Value::string("");
 
@@ -1100,7 +1101,7 @@ Value Interpreter::apply_filter(const Value& v, const std::string& name, bool pa
     if (parens) {
       if (const Value* indent = c.kwarg("indent"); indent && !indent->is_null()) {
         if (indent->kind != Kind::Int) fail("tojson: indent must be an integer");
-        if (indent->num < 0 || indent->num > 1000) fail("tojson: indent out of range");
+        if (!(indent->num >= 0 && indent->num <= 1000)) fail("tojson: indent out of range");
         opt.indent = static_cast<int>(indent->num);
       }
       if (const Value* a = c.kwarg("ensure_ascii")) {
@@ -1321,7 +1322,7 @@ Value Interpreter::apply_filter(const Value& v, const std::string& name, bool pa
         const Value& blank = arg_or(c, 2, "blank", kFalse);
         std::string pad;
         if (width.kind == Kind::Int) {
-          if (width.num < 0 || width.num > 1000) fail("indent: width out of range");
+          if (!(width.num >= 0 && width.num <= 1000)) fail("indent: width out of range");
           pad.assign(static_cast<size_t>(width.num), ' ');
         } else if (width.is_string()) {
           pad = width.s();  // Jinja2 indents by a string too

@@ -20,8 +20,8 @@ namespace th::jinja {
 /// with an error naming it.
 struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;  // the rendered text (and any one string)
-  size_t max_alloc_bytes = size_t{512} << 20;  // strings and lists made, in all
-  uint64_t max_steps = 20'000'000;             // expressions evaluated and loop iterations
+  size_t max_alloc_bytes = size_t{256} << 20;  // strings and lists made, in all
+  uint64_t max_steps = 5'000'000;              // expressions evaluated and loop iterations
   int max_depth = 400;                         // nested evaluation (macro recursion included)
 };
 

@@ -459,7 +459,7 @@ class Parser {
 
   NodePtr parse_call(NodePtr callee) {
     while (true) {
-      const uint32_t pos = peek().pos;
+      const uint32_t pos = callee->pos;
       std::vector<NodePtr> kids;
       kids.push_back(std::move(callee));
       for (NodePtr& a : parse_args(false)) kids.push_back(std::move(a));

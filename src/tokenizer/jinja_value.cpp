@@ -105,18 +105,32 @@ uint32_t Value::depth() const {
 }
 
 const Value* ObjectData::find(std::string_view key) const {
+  if (index.empty()) {
+    for (const auto& e : entries)
+      if (e.first == key) return &e.second;
+    return nullptr;
+  }
   auto it = index.find(key);
   return it == index.end() ? nullptr : &entries[it->second].second;
 }
 
 void ObjectData::set(std::string key, Value v) {
   depth = std::max(depth, v.depth() + 1);
-  auto it = index.find(key);
-  if (it != index.end()) {
-    entries[it->second].second = std::move(v);
+  if (Value* existing = const_cast<Value*>(find(key))) {
+    *existing = std::move(v);
     return;
   }
-  index.emplace(key, entries.size());
+  add_new(std::move(key), std::move(v));
+}
+
+void ObjectData::add_new(std::string key, Value v) {
+  depth = std::max(depth, v.depth() + 1);
+  if (!index.empty()) {
+    index.emplace(key, entries.size());
+  } else if (entries.size() + 1 > kLinearEntries) {
+    for (size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].first, i);
+    index.emplace(key, entries.size());
+  }
   entries.emplace_back(std::move(key), std::move(v));
 }
 
@@ -498,6 +512,13 @@ const char* kind_name(const Value& v) {
     case Kind::Function: return "function";
   }
   return "?";
+}
+
+std::string a_kind(const Value& v) {
+  if (v.is_null()) return "none";
+  if (v.is_undefined()) return "an undefined value";
+  const char* k = kind_name(v);
+  return std::string(std::strchr("aeiou", k[0]) ? "an " : "a ") + k;
 }
 
 // --- Equality and order ----------------------------------------------------

@@ -88,11 +88,15 @@ struct ArrayData {
 /// JavaScript's Map and Python's dict keep them.
 struct ObjectData {
   std::vector<std::pair<std::string, Value>> entries;
+  // Small dicts (messages, loop) are searched in order; larger ones get an index.
+  static constexpr size_t kLinearEntries = 16;
   std::map<std::string, size_t, std::less<>> index;
   uint32_t depth = 1;
   const Value* find(std::string_view key) const;
   /// Replaces the value of an existing key in place, else appends.
   void set(std::string key, Value v);
+  /// Appends a key known not to be there yet (no search).
+  void add_new(std::string key, Value v);
 };
 
 class Interpreter;
@@ -144,8 +148,10 @@ std::string js_number(double v);
 std::string output_string(const Value& v);
 /// JavaScript's String(v.value): what `~`, `+` with a string and `join` use.
 std::string js_string(const Value& v);
-/// Human-readable kind name for error messages.
+/// Human-readable kind name for error messages ("integer"), and with its
+/// article ("an integer").
 const char* kind_name(const Value& v);
+std::string a_kind(const Value& v);
 
 struct JsonOptions {
   int indent = 0;  // 0: one line

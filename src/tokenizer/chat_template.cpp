@@ -4,6 +4,7 @@
 #include <new>
 
 #include "model/gguf.h"
+#include "tokenizer/unicode.h"
 
 namespace th {
 
@@ -12,8 +13,43 @@ namespace {
 // Templates are a few kilobytes; anything near this is not a chat template.
 constexpr size_t kMaxTemplateBytes = size_t{1} << 20;
 
+// Messages quote the template and its data (a raise_exception text, a stray
+// character): control characters and bytes that are not UTF-8 are escaped so
+// that the message stays one line of valid UTF-8.
+std::string one_line(std::string_view m) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < m.size();) {
+    const auto c = static_cast<unsigned char>(m[i]);
+    if (c >= 0x80) {
+      const size_t len = unicode::utf8_len(m[i]);
+      if (len > 1 && i + len <= m.size() && unicode::valid_utf8_prefix(m.substr(i, len)) == len) {
+        out.append(m.substr(i, len));
+        i += len;
+        continue;
+      }
+    }
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c >= 0x7F) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return out;
+}
+
 Status template_error(const jinja::Program* program, std::string_view source, const jinja::JinjaError& e) {
-  if (e.pos == jinja::JinjaError::kNoPos) return Status::errorf("chat template: ", e.message);
+  const std::string message = one_line(e.message);
+  if (e.pos == jinja::JinjaError::kNoPos) return Status::errorf("chat template: ", message);
   std::pair<int, int> lc;
   if (program) {
     lc = program->source.line_col(e.pos);
@@ -21,7 +57,7 @@ Status template_error(const jinja::Program* program, std::string_view source, co
     // A parse error: positions refer to the preprocessed text of `source`.
     lc = jinja::preprocess(source).line_col(e.pos);
   }
-  return Status::errorf("chat template: line ", lc.first, ", column ", lc.second, ": ", e.message);
+  return Status::errorf("chat template: line ", lc.first, ", column ", lc.second, ": ", message);
 }
 
 jinja::Value json_value(const nlohmann::ordered_json& j, uint32_t depth) {
@@ -59,7 +95,7 @@ Result<jinja::Value> json_to_template_value(const nlohmann::ordered_json& j) {
   try {
     return json_value(j, 0);
   } catch (const jinja::JinjaError& e) {
-    return Status::error(e.message);
+    return Status::error("chat template: " + one_line(e.message));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "tokenizer/chat_template.h"
+#include "tokenizer/unicode.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ void check_error(const th::Status& s) {
   const std::string& m = s.message();
   check(m.find('\n') == std::string::npos, "multi-line error", m);
   check(m.rfind("chat template: ", 0) == 0, "error not naming the chat template", m);
+  check(th::unicode::is_valid_utf8(m), "error message not valid UTF-8", m);
 }
 
 const json& messages() {

@@ -179,6 +179,9 @@ TEST(ChatTemplateErrors, RuntimeErrorsNameTheLineAndColumn) {
 TEST(ChatTemplateErrors, RaiseExceptionIsAnErrorWithItsMessage) {
   expect_error("{% if messages|length > 2 %}{{ raise_exception('Roles must alternate') }}{% endif %}",
                "line 1, column 32: the template raised an error: Roles must alternate");
+  // Whatever the message holds, the error stays one line of valid UTF-8.
+  expect_error("{{ raise_exception('two\\nlines\\x01 \xff') }}", "the template raised an error: two\\nlines\\x01 \\xff");
+  expect_error("{{ 'x\n }}", "unterminated string literal");
 }
 
 // --- limits: hostile templates stop, quickly, with a clear error ----------------

@@ -23,6 +23,22 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The test oracles (tests/oracle/*.mjs) are npm packages: @huggingface/jinja,
+# the reference renderer the chat-template tests compare against. Node.js comes
+# with the machine; Debian's nodejs and npm are the fallback.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "setup: installing nodejs npm"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+# Reinstall when the lock file changed since the last install.
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: npm ci (test oracles)"
+  npm ci --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
 # The default model: stories260K (MIT), from ../shared when it is there.
 SHA256=270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d
 mkdir -p models

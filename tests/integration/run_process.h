@@ -32,14 +32,16 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-inline ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 120) {
+/// `stdin_path`: the file the child reads as standard input.
+inline ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 120,
+                                 const std::string& stdin_path = "/dev/null") {
   static int counter = 0;
   const std::string base = ::testing::TempDir() + "/th_proc_" + std::to_string(::getpid()) + "_" +
                            std::to_string(counter++);
   const std::string out_path = base + ".out", err_path = base + ".err";
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, stdin_path.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<char*> args;

@@ -45,6 +45,9 @@ class HttpServer {
   /// @brief The bound port (the ephemeral one when options.port was 0).
   int port() const;
 
+  // stop_accepting() and shutdown() are for the thread that owns the server,
+  // never a handler: they wait for the loops.
+
   /// @brief Accepts no new connections: closes the listening socket and the
   /// idle keep-alive connections; the others close after their current
   /// response, which says Connection: close.

@@ -60,8 +60,11 @@ class HttpServerTest : public ::testing::Test {
  protected:
   ~HttpServerTest() override {
     stop_producers_ = true;
-    for (auto& t : producers_) t.join();
+    // The server first: its loops are what spawn producers. Producers
+    // outliving it are fine: their writes just fail.
     server_.reset();
+    std::lock_guard<std::mutex> lock(producers_mu_);
+    for (auto& t : producers_) t.join();
   }
 
   // Starts a server with the common routes plus `extra` ones.
@@ -263,7 +266,7 @@ TEST_F(HttpServerTest, ClientDisconnectMidStreamFiresOnClose) {
   c.close();
   ASSERT_TRUE(eventually([&] { return on_close_calls_.load() == 1; }, 5s));
   const auto took = closed_at_.load() - t0;
-  EXPECT_LT(took, 1s) << std::chrono::duration<double>(took).count() << " s";
+  EXPECT_LT(took, 2s) << std::chrono::duration<double>(took).count() << " s";
   EXPECT_TRUE(eventually([&] { return server_->stats().in_flight == 0 && server_->stats().open_connections == 0; }));
 }
 
@@ -336,7 +339,8 @@ TEST_F(HttpServerTest, ThousandIdleConnectionsAndOthersStillServedPromptly) {
     const auto took = Clock::now() - t0;
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "hello");
-    EXPECT_LT(took, 500ms) << std::chrono::duration<double>(took).count() << " s";
+    // ~1 ms unloaded; the bound leaves room for a sanitizer build on a busy machine.
+    EXPECT_LT(took, 2s) << std::chrono::duration<double>(took).count() << " s";
   }
   // The idle ones are still alive and served.
   for (int i : {0, 1, 499, 998, 999}) {

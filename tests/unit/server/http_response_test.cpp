@@ -62,11 +62,18 @@ TEST(HttpResponse, HeadDropsFramingAndUnsafeHeaders) {
             std::string::npos);
 }
 
+// A mailbox no loop reads: closed at the end, as a loop closes its own, which
+// drops the exchanges posted to it (they hold the mailbox, it holds them).
+struct TestMailbox {
+  TestMailbox() : mailbox(LoopMailbox::create().value()) {}
+  ~TestMailbox() { mailbox->close(); }
+  std::shared_ptr<LoopMailbox> mailbox;
+};
+
 // The writer's wire format without a server: what the loop would take.
 TEST(HttpResponse, WriterStreamsChunksAndEndsOnce) {
-  auto mailbox = LoopMailbox::create();
-  ASSERT_TRUE(mailbox.ok());
-  auto ex = std::make_shared<ResponseExchange>(*mailbox, 1, "rid", 1, true);
+  TestMailbox mb;
+  auto ex = std::make_shared<ResponseExchange>(mb.mailbox, 1, "rid", 1, true);
   bool closed_called = false;
   {
     ResponseWriter w(ex);
@@ -92,15 +99,14 @@ TEST(HttpResponse, WriterStreamsChunksAndEndsOnce) {
 }
 
 TEST(HttpResponse, AbandonedWriterBecomes500OrACutStream) {
-  auto mailbox = LoopMailbox::create();
-  ASSERT_TRUE(mailbox.ok());
-  auto never = std::make_shared<ResponseExchange>(*mailbox, 1, "a", 1, true);
+  TestMailbox mb;
+  auto never = std::make_shared<ResponseExchange>(mb.mailbox, 1, "a", 1, true);
   { ResponseWriter w(never); }
   ResponseExchange::Output o = never->take_output();
   EXPECT_TRUE(o.done);
   EXPECT_EQ(o.bytes.rfind("HTTP/1.1 500", 0), 0u);
 
-  auto cut = std::make_shared<ResponseExchange>(*mailbox, 2, "b", 1, true);
+  auto cut = std::make_shared<ResponseExchange>(mb.mailbox, 2, "b", 1, true);
   {
     ResponseWriter w(cut);
     w.start_stream();
@@ -112,7 +118,7 @@ TEST(HttpResponse, AbandonedWriterBecomes500OrACutStream) {
   EXPECT_EQ(o.bytes.find("0\r\n\r\n"), std::string::npos);
 
   // After the client is gone every call fails and on_close runs at once.
-  auto gone = std::make_shared<ResponseExchange>(*mailbox, 3, "c", 1, true);
+  auto gone = std::make_shared<ResponseExchange>(mb.mailbox, 3, "c", 1, true);
   ResponseWriter w(gone);
   w.start_sse();
   int calls = 0;

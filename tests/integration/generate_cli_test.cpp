@@ -94,7 +94,6 @@ TEST(GenerateCli, BadFlagsAreClearErrors) {
 
 TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
   const std::string src = test::slurp(stories());
-  const std::string dir = ::testing::TempDir();
   struct Case {
     std::string name, bytes, needle;
   };
@@ -104,24 +103,25 @@ TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
   bad_version[4] = 9;
   const std::vector<Case> cases = {
       {"truncated_header.gguf", src.substr(0, 100), "truncated"},
-      {"truncated_data.gguf", src.substr(0, src.size() - 1000), "outside"},
+      {"truncated_data.gguf", src.substr(0, src.size() - 1000), "runs past the end"},
       {"bad_magic.gguf", bad_magic, "not a GGUF file"},
       {"bad_version.gguf", bad_version, "unsupported GGUF version 9"},
       {"empty.gguf", "", "truncated"},
   };
   for (const Case& c : cases) {
-    const std::string path = dir + "/th_cli_" + c.name;
+    const std::string path = test::temp_path(c.name);
     std::ofstream(path, std::ios::binary) << c.bytes;
     ProcessResult r = run_process({test::binary_path(), "generate", "-m", path, "-n", "4"}, 30);
     EXPECT_EQ(r.exit_code, 1) << c.name << ": " << r.err;
     EXPECT_EQ(count_lines(r.err), 1) << c.name << ": " << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.name << ": " << r.err;
+    ::unlink(path.c_str());
   }
 }
 
 TEST(MkmodelCli, WritesEveryTypeAndTheModelsGenerate) {
   for (const char* type : {"f16", "q8_0", "q4_0", "q4_k"}) {
-    const std::string path = ::testing::TempDir() + "/th_mk_" + type + ".gguf";
+    const std::string path = test::temp_path(std::string("mk_") + type + ".gguf");
     ProcessResult mk = run_process({test::binary_path(), "mkmodel", "--shape", "custom", "--dim", "256", "--layers", "2",
                                     "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--type", type, "-o", path});
     ASSERT_EQ(mk.exit_code, 0) << mk.err;
@@ -132,11 +132,12 @@ TEST(MkmodelCli, WritesEveryTypeAndTheModelsGenerate) {
     ProcessResult g = run_process({test::binary_path(), "generate", "-m", path, "-p", "The", "-n", "8", "--temp", "0", "--ignore-eos"});
     ASSERT_EQ(g.exit_code, 0) << type << ": " << g.err;
     EXPECT_NE(g.err.find("generation: 8 tokens"), std::string::npos) << g.err;
+    ::unlink(path.c_str());
   }
 }
 
 TEST(MkmodelCli, RealShapeAndBadArguments) {
-  const std::string path = ::testing::TempDir() + "/th_mk_110m.gguf";
+  const std::string path = test::temp_path("mk_110m.gguf");
   ProcessResult mk = run_process({test::binary_path(), "mkmodel", "--shape", "110m", "--type", "q4_0", "-o", path}, 300);
   ASSERT_EQ(mk.exit_code, 0) << mk.err;
   Result<GgufFile> f = GgufFile::open(path);

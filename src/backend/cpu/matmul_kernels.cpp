@@ -1,5 +1,7 @@
 #include "backend/cpu/matmul_kernels.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -14,17 +16,51 @@ std::string_view isa_name(Isa isa) {
   return "unknown";
 }
 
+namespace {
+
+// CPU features from cpuid, and whether the OS saves the wide registers (xgetbv):
+// a CPU with AVX-512 under an OS that does not enable it must not run it.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false, bmi2 = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false;
+};
+
+CpuFeatures detect_features() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool avx = c & (1u << 28);
+  f.fma = c & (1u << 12);
+  f.f16c = c & (1u << 29);
+  if (!osxsave || !avx) return f;
+  unsigned xlo = 0, xhi = 0;
+  __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  const bool os_ymm = (xlo & 0x6) == 0x6;            // SSE and AVX state
+  const bool os_zmm = (xlo & 0xe6) == 0xe6;          // plus opmask and ZMM state
+  if (!os_ymm || __get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = b & (1u << 5);
+  f.bmi2 = b & (1u << 8);
+  if (os_zmm) {
+    f.avx512f = b & (1u << 16);
+    f.avx512dq = b & (1u << 17);
+    f.avx512bw = b & (1u << 30);
+    f.avx512vl = b & (1u << 31);
+    f.avx512vnni = c & (1u << 11);
+  }
+  return f;
+}
+
+}  // namespace
+
 const std::vector<Isa>& available_isas() {
   static const std::vector<Isa> isas = [] {
+    const CpuFeatures f = detect_features();
     std::vector<Isa> v = {Isa::Generic};
-    __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    const bool avx2 = f.avx2 && f.fma && f.f16c && f.bmi2;
     if (avx2) v.push_back(Isa::Avx2);
-    if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni"))
-      v.push_back(Isa::Avx512);
+    if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) v.push_back(Isa::Avx512);
     return v;
   }();
   return isas;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "model/gguf.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
@@ -102,6 +104,11 @@ TEST(LlamaModel, BatchedGreedyEqualsEachAlone) {
 
 class SyntheticModel : public ::testing::Test {
  protected:
+  void TearDown() override {
+    for (const std::string& p : written_) ::unlink(p.c_str());
+  }
+  std::vector<std::string> written_;
+
   std::string write(Arch arch, DType type, bool tied) {
     SyntheticSpec spec;
     spec.shape = {"tiny", 64, 2, 4, 2, 96, 256};
@@ -110,8 +117,11 @@ class SyntheticModel : public ::testing::Test {
     spec.tied_output = tied;
     Result<GgufFile> vocab = GgufFile::open(test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-llama-spm.gguf"));
     EXPECT_TRUE(vocab.ok()) << vocab.message();
-    const std::string path = ::testing::TempDir() + "/th_synth_" + std::to_string(static_cast<int>(arch)) + "_" +
+    // Named per test: ctest runs tests in parallel, and rewriting a file another test has mapped is SIGBUS.
+    const std::string test_name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const std::string path = test::temp_path("synth_" + test_name) + "_" + std::to_string(static_cast<int>(arch)) + "_" +
                              std::string(dtype_name(type)) + (tied ? "_tied" : "") + ".gguf";
+    written_.push_back(path);
     Status s = write_synthetic_model(spec, *vocab, path);
     EXPECT_TRUE(s.ok()) << s.message();
     return path;
@@ -154,10 +164,43 @@ TEST_F(SyntheticModel, Qwen2BiasesAreApplied) {
     w.add_tensor(t.name, t.dims, t.type, bias ? zeros.data() : t.data, t.nbytes);
   }
   const std::string zeroed = path + ".nobias.gguf";
+  written_.push_back(zeroed);
   ASSERT_TRUE(w.write(zeroed).ok());
   Loaded z = load(zeroed);
   ASSERT_TRUE(z.model);
   EXPECT_NE(greedy_alone(*q.model, *q.backend, {1, 7, 8, 9}, 6), greedy_alone(*z.model, *z.backend, {1, 7, 8, 9}, 6));
+}
+
+TEST_F(SyntheticModel, RopeFrequencyFactorsAreApplied) {
+  // rope_freqs.weight (Llama 3.1's scaling) divides each frequency: factors of 1 change
+  // nothing, Llama 3.1's factors change the continuation.
+  const std::string path = write(Arch::Llama, DType::F16, false);
+  Loaded plain = load(path);
+  ASSERT_TRUE(plain.model);
+  const int64_t half = plain.model->config().rope_dim / 2;
+  auto write_factors = [&](const std::vector<float>& factors, const std::string& suffix) {
+    GgufWriter w;
+    for (const auto& [k, v] : plain.file.metadata()) w.add(k, v);
+    for (const GgufTensor& t : plain.file.tensors()) w.add_tensor(t.name, t.dims, t.type, t.data, t.nbytes);
+    w.add_tensor("rope_freqs.weight", {static_cast<int64_t>(factors.size())}, DType::F32, factors.data(),
+                 factors.size() * sizeof(float));
+    const std::string out = path + suffix;
+    written_.push_back(out);
+    EXPECT_TRUE(w.write(out).ok());
+    return out;
+  };
+  Loaded ones = load(write_factors(std::vector<float>(static_cast<size_t>(half), 1.0f), ".ones.gguf"));
+  Loaded scaled = load(write_factors(llama3_rope_freq_factors(2 * half, 10000.0f, 8.0f, 1.0f, 4.0f, 16), ".l3.gguf"));
+  ASSERT_TRUE(ones.model && scaled.model);
+  const std::vector<int32_t> prompt = {1, 50, 60, 70, 80, 90, 100, 110};
+  const auto base = greedy_alone(*plain.model, *plain.backend, prompt, 12);
+  EXPECT_EQ(greedy_alone(*ones.model, *ones.backend, prompt, 12), base);
+  EXPECT_NE(greedy_alone(*scaled.model, *scaled.backend, prompt, 12), base);
+  Result<GgufFile> bad = GgufFile::open(write_factors(std::vector<float>(3, 1.0f), ".bad.gguf"));
+  ASSERT_TRUE(bad.ok());
+  auto m = LlamaModel::load(*bad, *plain.backend);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("'rope_freqs.weight' has 3 elements"), std::string::npos) << m.message();
 }
 
 TEST(LlamaModel, RejectsMissingTensorsAndBadShapes) {

@@ -24,6 +24,7 @@
 #include "run_process.h"
 #include "server/http_response.h"
 #include "server/shutdown_signal.h"
+#include "test_util.h"
 
 namespace th::server {
 namespace {
@@ -393,7 +394,7 @@ TEST_F(HttpServerTest, OversizedBodyGets413AndTheServerKeepsServing) {
     EXPECT_EQ(r->body, "abcde");
   }
   if (have_curl()) {
-    const std::string path = ::testing::TempDir() + "/th_http_big_body";
+    const std::string path = test::temp_path("http_big_body");
     { std::ofstream(path) << std::string(2'000'000, 'z'); }
     auto p = test::run_process({kCurl, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@" + path,
                                 url("/echo")},

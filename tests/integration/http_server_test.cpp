@@ -242,6 +242,48 @@ TEST_F(HttpServerTest, SseStreamFromAnotherThreadWithCurl) {
             "data: event 0\n\ndata: event 1\n\ndata: event 2\n\ndata: event 3\n\ndata: event 4\n\n");
 }
 
+TEST_F(HttpServerTest, FullResponseLaterFromAnotherThread) {
+  start({}, [this](HttpServer& s) {
+    s.route("POST", "/later", [this](const HttpRequest& r, ResponseWriter w) {
+      spawn([w, body = r.body] {
+        std::this_thread::sleep_for(50ms);
+        w.send(json_response(200, {{"got", body}, {"id", w.request_id()}}));
+      });
+    });
+  });
+  TestConnection c(port_);
+  for (const std::string body : {"x0", "x1", "x2"}) {
+    ASSERT_TRUE(c.send(post("/later", body)));
+    auto r = c.read_response();
+    ASSERT_TRUE(r);
+    const auto j = nlohmann::json::parse(r->body);
+    EXPECT_EQ(j["got"], body);
+    EXPECT_EQ(j["id"], r->header("x-request-id"));
+  }
+}
+
+TEST_F(HttpServerTest, ManyConcurrentStreamsFromOtherThreads) {
+  start();
+  constexpr int kClients = 32;
+  std::atomic<int> complete{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&] {
+      TestConnection c(port_);
+      for (int round = 0; round < 2; ++round) {  // the second on the same connection
+        if (!c.send(get("/sse"))) return;
+        auto r = c.read_response();
+        if (r && r->body == "data: event 0\n\ndata: event 1\n\ndata: event 2\n\ndata: event 3\n\ndata: event 4\n\n")
+          complete.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(complete.load(), 2 * kClients);
+  EXPECT_EQ(server_->stats().accepted, static_cast<uint64_t>(kClients));
+  EXPECT_TRUE(eventually([&] { return server_->stats().in_flight == 0; }));
+}
+
 TEST_F(HttpServerTest, SseOverRawSocketAndMultiLineEvents) {
   start({}, [](HttpServer& s) {
     s.route("GET", "/lines", [](const HttpRequest&, ResponseWriter w) {

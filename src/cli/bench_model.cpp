@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -316,10 +317,11 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
             return r.ok() ? std::string() : r.message();
           },
           "LIST", "batch list"));
-  app->add_option("--prompt", f->prompt, "prefill prompt tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app->add_option("--ubatch", f->ubatch, "prefill tokens per forward pass")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app->add_option("--gen", f->gen, "batch-1 decode tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app->add_option("--batch-gen", f->batch_gen, "decode steps per batched run")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  // Bounds that keep the KV cache and the activations (ubatch x vocab logits) within reason.
+  app->add_option("--prompt", f->prompt, "prefill prompt tokens")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app->add_option("--ubatch", f->ubatch, "prefill tokens per forward pass")->check(CLI::Range(int64_t{1}, int64_t{8192}));
+  app->add_option("--gen", f->gen, "batch-1 decode tokens")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app->add_option("--batch-gen", f->batch_gen, "decode steps per batched run")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app->add_option("--reps", f->reps, "repetitions of each test (the median is reported)")->check(CLI::Range(1, 1000));
   app->add_option("--seed", f->seed, "seed of the random token ids");
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
@@ -330,14 +332,18 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   app->add_option("--fp32-gflops", f->fp32_gflops, "f32 FMA peak in GFLOP/s instead of measuring it")
       ->check(CLI::PositiveNumber);
   app->add_option("--probe-mib", f->probe_mib, "bandwidth probe: MiB of arrays in all")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app->add_option("--probe-reps", f->probe_reps, "repetitions of each probe (the best is the peak)")
       ->check(CLI::Range(1, 1000));
   app->add_option("--probe-ms", f->probe_ms, "compute probes: milliseconds per repetition")
       ->check(CLI::Range(0.1, 60000.0));
   return {app, [f] {
             f->batches = *parse_batch_list(f->batch_list);  // the validator has accepted it
-            return run_bench_model(*f);
+            try {
+              return run_bench_model(*f);
+            } catch (const std::bad_alloc&) {
+              return fail("out of memory (try a smaller --prompt, --ubatch, --batch or --probe-mib)");
+            }
           }};
 }
 

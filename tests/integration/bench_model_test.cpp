@@ -189,6 +189,7 @@ TEST(BenchModelCli, BadFlagsAreOneLineErrorsWithExitCode2) {
       {"bench", "model", "--threads", "0"},
       {"bench", "model", "--reps", "0"},
       {"bench", "model", "--prompt", "-5"},
+      {"bench", "model", "--ubatch", "100000"},
       {"bench", "model", "--bandwidth-gbps", "-1"},
       {"bench", "model", "--int8-gops", "zero"},
       {"bench", "model", "--no-such-flag"},

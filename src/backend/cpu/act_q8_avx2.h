@@ -4,8 +4,9 @@
 // code can stand in for a baseline function of the same name at link time.
 //
 // Why groups of four blocks. On Zen 3, vpmaddubsw, vpmaddwd, vpsignb, vmulps
-// and vfmadd*ps all issue on the same two FP pipes (measured: any two of them
-// together run at 2 per cycle, while vpaddw/vpand/vpblendd run at 4). A plain
+// and vfmadd*ps all issue on the same two FP pipes (measured with loops of 12
+// independent ops: each alone and any two mixed run at 2 per cycle, while
+// vpand/vpaddd/vpblendd run at 4). A plain
 // per-block dot (vpmaddubsw, vpmaddwd, then vcvtdq2ps and an FMA by d_w * d_x)
 // spends 3-5 of those slots per block. Here a register holds 8 or 16 bytes of
 // each of four blocks, one block per 32- or 64-bit lane group, so after the

@@ -4,8 +4,9 @@
 // code can stand in for a baseline function of the same name at link time.
 //
 // Why groups of four blocks. On Zen 3, vpmaddubsw, vpmaddwd, vpsignb, vmulps
-// and vfmadd*ps all issue on the same two FP pipes (measured: any two of them
-// together run at 2 per cycle, while vpaddw/vpand/vpblendd run at 4). A plain
+// and vfmadd*ps all issue on the same two FP pipes (measured with loops of 12
+// independent ops: each alone and any two mixed run at 2 per cycle, while
+// vpand/vpaddd/vpblendd run at 4). A plain
 // per-block dot (vpmaddubsw, vpmaddwd, then vcvtdq2ps and an FMA by d_w * d_x)
 // spends 3-5 of those slots per block. Here a register holds 8 or 16 bytes of
 // each of four blocks, one block per 32- or 64-bit lane group, so after the
@@ -22,7 +23,7 @@
 //   Regs load(g)        one row's four blocks from the group's first byte g
 //   __m256i dot(r, a)   the exact int32 dot product per lane with prepared group a
 //   lane_block(l)       which of the four blocks lane l (of 8 int32 lanes) belongs to
-//   dw_lanes(g, f16)    the 8 lane scales of a row's group, in registers (one-token path)
+//   dw_lanes(g, f16)    the 8 lane scales of a row's group, in registers (few-token path)
 //   prepare_group(...)  writes a prepared activation group from up to 4 Q8_0 blocks
 #pragma once
 
@@ -39,7 +40,7 @@ namespace {
 
 constexpr int kGroup = 4;  // blocks per group
 constexpr int kQ8Bytes = sizeof(BlockQ8_0);
-constexpr int kPrefetchAhead = 1024;  // bytes, one-token path
+constexpr int kPrefetchAhead = 1024;  // bytes, few-token path
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -95,7 +96,7 @@ PreparedAct<G> prepare_act(const uint8_t* act, size_t act_row_bytes, int64_t n_t
 
 // One R x T tile over ng groups. Weights: row r's group g at w + r * w_row_bytes +
 // g * kGroup * kBytes. Activations: token t's group g at act + t * act_stride + g * kActBytes.
-// kInlineScales: d_w comes from the table per (row, group) (one token: nothing to reuse);
+// kInlineScales: d_w comes from the table per (row, group) (few tokens: little to reuse);
 // otherwise from dwf (8 lane scales per group, row r at dwf + r * dwf_stride), converted
 // once per row panel and reused by every token tile. add: y += result, else y = result.
 template <class G, int R, int T, bool kInlineScales>
@@ -113,7 +114,7 @@ void tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act, 
       const typename G::Regs regs = G::load(wg);
       __m256 dw;
       if constexpr (kInlineScales) {
-        // One token streams the row from DRAM: ask for the lines 1 KiB ahead (measured
+        // A few tokens stream the row from DRAM: ask for the lines 1 KiB ahead (measured
         // on q4_0 2048 x 2048 from DRAM, best of 200: 13.7 -> 14-17.6 GB/s).
         _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead), _MM_HINT_T0);
         if constexpr (kGroup * G::kBytes > 64)
@@ -173,7 +174,7 @@ struct TailRows {
 };
 
 // The whole gemm for a weight family.
-//   One token: kR1 rows at a time stream their weights once; scales come from the table.
+//   Up to kT tokens: kR1 rows at a time stream their weights once; scales come from the table.
 //   kR1 = 1: a single sequential stream from DRAM runs at 13.7 GB/s on q4_0 2048 x 2048
 //   where four interleaved rows ran at 8.7 (one core, best of 200; a plain read loop: 17-19).
 //   Several tokens: tokens in panels whose prepared activations take at most 256 KiB (they
@@ -194,17 +195,23 @@ void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0,
   const float* f16 = f16_table();
   TailRows<G> tail;
 
-  if (n_tokens == 1) {
-    static constexpr TileTable<G, kR1, 1, true> table;
-    const PreparedAct<G> a = prepare_act<G>(act, act_row_bytes, 1, nb, f16, 0);
+  if (n_tokens <= kT) {
+    // Up to one tile of tokens (decode, small batches): stream each row once, scales from
+    // the table, no pass over the rows' scales beforehand (that pass and the tiles would
+    // not overlap: 2 tokens cost 1.85x one token that way, from DRAM).
+    static constexpr TileTable<G, kR1, kT, true> table;
+    const int nt = static_cast<int>(n_tokens);
+    const PreparedAct<G> a = prepare_act<G>(act, act_row_bytes, n_tokens, nb, f16, 0);
     for (int64_t r = r0; r < r1; r += kR1) {
       const int nr = static_cast<int>(min64(kR1, r1 - r));
       const uint8_t* wr = w + r * w_row_bytes;
-      if (ng_full > 0) table.fn[nr - 1][0](wr, w_row_bytes, ng_full, a.base, a.token_bytes, nullptr, 0, f16, y + r, y_stride, false);
+      if (ng_full > 0)
+        table.fn[nr - 1][nt - 1](wr, w_row_bytes, ng_full, a.base, a.token_bytes, nullptr, 0, f16, y + r, y_stride,
+                                 false);
       if (has_tail) {
         tail.fill(wr, w_row_bytes, nb, nr);
-        table.fn[nr - 1][0](tail.bytes[0], TailRows<G>::kRowBytes, 1, a.base + ng_full * G::kActBytes, a.token_bytes,
-                            nullptr, 0, f16, y + r, y_stride, ng_full > 0);
+        table.fn[nr - 1][nt - 1](tail.bytes[0], TailRows<G>::kRowBytes, 1, a.base + ng_full * G::kActBytes,
+                                 a.token_bytes, nullptr, 0, f16, y + r, y_stride, ng_full > 0);
       }
     }
     return;

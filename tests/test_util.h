@@ -1,8 +1,12 @@
 // Paths the tests need: the shared models and vectors, the source tree, the binary.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
+
+#include <gtest/gtest.h>
 
 namespace th::test {
 
@@ -13,6 +17,11 @@ inline std::string shared_path(const std::string& rel) {
 }
 
 inline std::string source_path(const std::string& rel) { return std::string(TH_SOURCE_DIR) + "/" + rel; }
+
+/// A scratch file path unique to this process (test binaries and ctest jobs run side by side).
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/th_" + std::to_string(::getpid()) + "_" + name;
+}
 
 /// The built `tokenhive` binary.
 inline std::string binary_path() { return TH_BINARY; }

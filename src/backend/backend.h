@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -97,7 +98,22 @@ class Backend {
                          int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale) = 0;
 };
 
-/// @brief The plain CPU backend: reference implementations, obviously right.
-std::unique_ptr<Backend> make_cpu_backend();
+/// @brief The reference backend: plain single-threaded implementations, obviously right
+/// (matmul sums in f64). What the fast backends are tested against.
+std::unique_ptr<Backend> make_reference_backend();
+
+namespace cpu {
+enum class Isa;  // backend/cpu/matmul_kernels.h
+}
+
+struct CpuBackendOptions {
+  int n_threads = 0;            // 0: one per physical core this process may run on (as llama.cpp)
+  bool pin = false;             // bind worker i to the i-th CPU of the process's affinity mask
+  std::optional<cpu::Isa> isa;  // unset: cpu::best_isa(); must be one of cpu::available_isas()
+};
+
+/// @brief The fast CPU backend: a thread pool, the matmul kernels of `isa` (dequantize-and-dot
+/// where a weight type has none), fused online-softmax attention, vectorized elementwise ops.
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options = {});
 
 }  // namespace th

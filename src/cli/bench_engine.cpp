@@ -1,4 +1,4 @@
-// tokenhive bench-engine: the serving engine under load, three scenarios.
+// tokenhive bench engine: the serving engine under load, three scenarios.
 //   prefix      a repeated N-token prompt: time to first token, cold then with its prefix cached
 //   priority    high-priority requests' time to first token alone, then under a flood of
 //               low-priority ones (the lows' too)
@@ -7,6 +7,8 @@
 //   tokenhive mkmodel --shape custom --dim 256 --layers 4 --heads 4 --ffn 768 --type q8_0 -o mid.gguf
 //   tokenhive mkmodel --shape 1.1b --type q4_0 -o tinyllama-q4_0.gguf
 #include <CLI/CLI.hpp>
+
+#include <memory>
 
 #include <algorithm>
 #include <chrono>
@@ -18,8 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "cli/parse_flags.h"
-#include "cli/verbs.h"
+#include "cli/bench.h"
 #include "engine/engine.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
@@ -42,10 +43,15 @@ struct BenchOptions {
   int64_t token_budget = 512;
   std::string kv_type = "f32";
   uint64_t seed = 1;
+  int threads = 0;                // 0: one per physical core
 };
 
 // The one place the benchmark builds its backend.
-std::unique_ptr<Backend> make_bench_backend() { return make_cpu_backend(); }
+std::unique_ptr<Backend> make_bench_backend(const BenchOptions& o) {
+  CpuBackendOptions b;
+  b.n_threads = o.threads;
+  return make_cpu_backend(b);
+}
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -235,35 +241,18 @@ class Bench {
 };
 
 int fail(const std::string& m) {
-  std::fprintf(stderr, "tokenhive bench-engine: %s\n", m.c_str());
+  std::fprintf(stderr, "tokenhive bench engine: %s\n", m.c_str());
   return 1;
 }
 
-}  // namespace
-
-int run_bench_engine(int argc, char** argv) {
-  CLI::App app{"Benchmark the serving engine: prefix reuse, priorities under overload, concurrent streams.",
-               "tokenhive bench-engine"};
-  BenchOptions o;
-  app.add_option("-m,--model", o.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
-  app.add_option("--scenario", o.scenario, "prefix | priority | throughput | all")
-      ->check(CLI::IsMember({"prefix", "priority", "throughput", "all"}));
-  app.add_option("--prompt-tokens", o.prompt_tokens, "prefix: the repeated prompt's length")->check(CLI::Range(2, 1 << 20));
-  app.add_option("--streams", o.streams, "throughput: concurrent streams")->check(CLI::Range(1, 4096));
-  app.add_option("--gen-tokens", o.gen_tokens, "throughput: tokens each stream generates")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--block-size", o.block_size, "KV block size (positions)")->check(CLI::Range(1, 4096));
-  app.add_option("--budget", o.token_budget, "tokens per forward pass (prefix, throughput)")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--kv-type", o.kv_type, "f32 | f16 | bf16 | q8_0")->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
-  app.add_option("--seed", o.seed, "prompts' random seed");
-  if (std::optional<int> rc = parse_flags(app, "bench-engine", argc, argv)) return *rc;
+int run_bench_engine(const BenchOptions& o) {
   const DType kv_type = o.kv_type == "f16" ? DType::F16 : o.kv_type == "bf16" ? DType::BF16
                         : o.kv_type == "q8_0" ? DType::Q8_0 : DType::F32;
-
   Result<std::string> path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.message());
   Result<GgufFile> file = GgufFile::open(*path);
   if (!file.ok()) return fail(file.message());
-  std::unique_ptr<Backend> backend = make_bench_backend();
+  std::unique_ptr<Backend> backend = make_bench_backend(o);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
   if (!model.ok()) return fail(model.message());
   const ModelConfig& c = (*model)->config();
@@ -279,6 +268,27 @@ int run_bench_engine(int argc, char** argv) {
     std::fflush(stdout);
   }
   return 0;
+}
+
+}  // namespace
+
+BenchSubcommand add_bench_engine(CLI::App& bench) {
+  auto f = std::make_shared<BenchOptions>();
+  BenchOptions& o = *f;
+  CLI::App* app = bench.add_subcommand(
+      "engine", "The serving engine: prefix reuse, priorities under overload, concurrent streams.");
+  app->add_option("-m,--model", o.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app->add_option("--scenario", o.scenario, "prefix | priority | throughput | all")
+      ->check(CLI::IsMember({"prefix", "priority", "throughput", "all"}));
+  app->add_option("--prompt-tokens", o.prompt_tokens, "prefix: the repeated prompt's length")->check(CLI::Range(2, 1 << 20));
+  app->add_option("--streams", o.streams, "throughput: concurrent streams")->check(CLI::Range(1, 4096));
+  app->add_option("--gen-tokens", o.gen_tokens, "throughput: tokens each stream generates")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--block-size", o.block_size, "KV block size (positions)")->check(CLI::Range(1, 4096));
+  app->add_option("--budget", o.token_budget, "tokens per forward pass (prefix, throughput)")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--kv-type", o.kv_type, "f32 | f16 | bf16 | q8_0")->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+  app->add_option("--seed", o.seed, "prompts' random seed");
+  app->add_option("-t,--threads", o.threads, "compute threads; 0: one per physical core")->check(CLI::Range(0, 1024));
+  return {app, [f] { return run_bench_engine(*f); }};
 }
 
 }  // namespace th::cli

@@ -31,6 +31,7 @@ int run_generate(int argc, char** argv) {
   GenerateOptions opt;
   SamplingParams& sp = opt.sampling;
   int64_t seed = -1;
+  int n_threads = 0;
   app.add_option("-m,--model", model_flag, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("-p,--prompt", prompt, "prompt text; '' starts from BOS alone");
   app.add_option("-n,--n-predict", opt.max_tokens, "tokens to generate; -1: until end of text or context")
@@ -48,6 +49,8 @@ int run_generate(int argc, char** argv) {
   app.add_option("-s,--seed", seed, "random seed; -1: a random one (printed)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.add_flag("--ignore-eos", opt.ignore_eos, "keep generating past end-of-text tokens");
+  app.add_option("-t,--threads", n_threads, "compute threads; 0: one per physical core")
+      ->check(CLI::Range(0, 4096));
   if (std::optional<int> rc = parse_flags(app, "generate", argc, argv)) return *rc;
   if (Status s = sp.validate(); !s.ok()) {
     std::fprintf(stderr, "tokenhive generate: %s\n", s.message().c_str());
@@ -61,7 +64,9 @@ int run_generate(int argc, char** argv) {
   if (!file.ok()) return fail(file.message());
   Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
   if (!tok.ok()) return fail(tok.message());
-  std::unique_ptr<Backend> backend = make_cpu_backend();
+  CpuBackendOptions backend_options;
+  backend_options.n_threads = n_threads;
+  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
   if (!model.ok()) return fail(model.message());
 

@@ -85,6 +85,16 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// Activations for the K-quant dot products (never stored in files): x = qs[i] * d, with
+// bsums[g] the sum of qs[16g .. 16g+15], so a kernel can fold a per-sub-block offset
+// (q4_K/q5_K mins, q6_K's -32) into one multiply per 16 elements.
+struct BlockQ8_K {
+  static constexpr int kElements = kQKK;
+  float d;
+  int8_t qs[kQKK];
+  int16_t bsums[kQKK / 16];
+};
+
 // ggml's sizeof(block_*): any padding here would shift every block after the first.
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
@@ -94,5 +104,6 @@ static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
 
 }  // namespace th

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/matmul_kernels.h"
 #include "kv/kv_cache.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
@@ -28,10 +29,39 @@ int32_t argmax(const float* v, int64_t n) {
   return best;
 }
 
-TEST(Stories260K, GreedyFromBosMatchesReferenceIds) {
+// Which backend a test runs on: the reference, or the fast CPU backend at a thread
+// count and ISA.
+struct BackendChoice {
+  bool reference = false;
+  int threads = 1;
+  cpu::Isa isa = cpu::Isa::Generic;
+  std::unique_ptr<Backend> make() const {
+    if (reference) return make_reference_backend();
+    CpuBackendOptions o;
+    o.n_threads = threads;
+    o.isa = isa;
+    return make_cpu_backend(o);
+  }
+};
+
+std::vector<BackendChoice> every_backend() {
+  std::vector<BackendChoice> v = {{true, 1, cpu::Isa::Generic}};
+  for (cpu::Isa isa : cpu::available_isas())
+    for (int t : {1, 2}) v.push_back({false, t, isa});
+  return v;
+}
+
+std::string backend_name(const ::testing::TestParamInfo<BackendChoice>& i) {
+  if (i.param.reference) return "reference";
+  return "cpu_" + std::string(cpu::isa_name(i.param.isa)) + "_t" + std::to_string(i.param.threads);
+}
+
+class Stories260KOn : public ::testing::TestWithParam<BackendChoice> {};
+
+TEST_P(Stories260KOn, GreedyFromBosMatchesReferenceIds) {
   Result<GgufFile> f = GgufFile::open(test::shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(f.ok()) << f.message();
-  auto backend = make_cpu_backend();
+  auto backend = GetParam().make();
   auto model = LlamaModel::load(*f, *backend);
   ASSERT_TRUE(model.ok()) << model.message();
   const ModelConfig& c = (*model)->config();
@@ -56,18 +86,13 @@ TEST(Stories260K, GreedyFromBosMatchesReferenceIds) {
   EXPECT_EQ(got, want);
 }
 
-}  // namespace
-}  // namespace th
-
-namespace th {
-namespace {
-
 // Teacher-forced over the reference sequence: with a lower-precision KV cache the
 // model must still predict nearly every reference token, with logits close to f32's.
-TEST(Stories260K, KvCacheTypesStayCloseToF32) {
+TEST_P(Stories260KOn, KvCacheTypesStayCloseToF32) {
   Result<GgufFile> f = GgufFile::open(test::shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(f.ok()) << f.message();
-  auto backend = make_cpu_backend();
+  auto backend = GetParam().make();
+
   auto model = LlamaModel::load(*f, *backend);
   ASSERT_TRUE(model.ok());
   const ModelConfig& c = (*model)->config();
@@ -112,6 +137,8 @@ TEST(Stories260K, KvCacheTypesStayCloseToF32) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("not supported"), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Stories260KOn, ::testing::ValuesIn(every_backend()), backend_name);
 
 }  // namespace
 }  // namespace th

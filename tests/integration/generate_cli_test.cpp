@@ -47,6 +47,17 @@ TEST(GenerateCli, PromptIsEchoedAndGreedyContinuesTheReference) {
   EXPECT_EQ(want.substr(0, got.size()), got);
 }
 
+TEST(GenerateCli, ThreadCountsGiveTheReferenceText) {
+  std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  for (const char* t : {"1", "2", "3"}) {
+    ProcessResult r =
+        run_process({test::binary_path(), "generate", "-m", stories(), "-p", "", "--temp", "0", "-n", "256", "-t", t});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want + "\n") << "-t " << t;
+  }
+}
+
 TEST(GenerateCli, SeededSamplingIsReproducibleAndSeedsDiffer) {
   auto run = [](const char* seed) {
     return run_process({test::binary_path(), "generate", "-m", stories(), "-p", "Tom had a", "-n", "48", "--temp", "1.0",
@@ -79,6 +90,7 @@ TEST(GenerateCli, BadFlagsAreClearErrors) {
       {{"--no-such-flag"}, "no-such-flag"},
       {{"-m", "/nonexistent/model.gguf"}, "does not exist"},
       {{"--seed", "-5"}, "seed"},
+      {{"-t", "-1"}, "threads"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {test::binary_path(), "generate", "-n", "4"};
@@ -94,7 +106,6 @@ TEST(GenerateCli, BadFlagsAreClearErrors) {
 
 TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
   const std::string src = test::slurp(stories());
-  const std::string dir = ::testing::TempDir();
   struct Case {
     std::string name, bytes, needle;
   };
@@ -110,18 +121,19 @@ TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
       {"empty.gguf", "", "truncated"},
   };
   for (const Case& c : cases) {
-    const std::string path = dir + "/th_cli_" + c.name;
+    const std::string path = test::temp_path(c.name);
     std::ofstream(path, std::ios::binary) << c.bytes;
     ProcessResult r = run_process({test::binary_path(), "generate", "-m", path, "-n", "4"}, 30);
     EXPECT_EQ(r.exit_code, 1) << c.name << ": " << r.err;
     EXPECT_EQ(count_lines(r.err), 1) << c.name << ": " << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.name << ": " << r.err;
+    ::unlink(path.c_str());
   }
 }
 
 TEST(MkmodelCli, WritesEveryTypeAndTheModelsGenerate) {
   for (const char* type : {"f16", "q8_0", "q4_0", "q4_k"}) {
-    const std::string path = ::testing::TempDir() + "/th_mk_" + type + ".gguf";
+    const std::string path = test::temp_path(std::string("mk_") + type + ".gguf");
     ProcessResult mk = run_process({test::binary_path(), "mkmodel", "--shape", "custom", "--dim", "256", "--layers", "2",
                                     "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--type", type, "-o", path});
     ASSERT_EQ(mk.exit_code, 0) << mk.err;
@@ -132,11 +144,12 @@ TEST(MkmodelCli, WritesEveryTypeAndTheModelsGenerate) {
     ProcessResult g = run_process({test::binary_path(), "generate", "-m", path, "-p", "The", "-n", "8", "--temp", "0", "--ignore-eos"});
     ASSERT_EQ(g.exit_code, 0) << type << ": " << g.err;
     EXPECT_NE(g.err.find("generation: 8 tokens"), std::string::npos) << g.err;
+    ::unlink(path.c_str());
   }
 }
 
 TEST(MkmodelCli, RealShapeAndBadArguments) {
-  const std::string path = ::testing::TempDir() + "/th_mk_110m.gguf";
+  const std::string path = test::temp_path("mk_110m.gguf");
   ProcessResult mk = run_process({test::binary_path(), "mkmodel", "--shape", "110m", "--type", "q4_0", "-o", path}, 300);
   ASSERT_EQ(mk.exit_code, 0) << mk.err;
   Result<GgufFile> f = GgufFile::open(path);

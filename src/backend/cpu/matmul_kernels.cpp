@@ -1,7 +1,11 @@
 #include "backend/cpu/matmul_kernels.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <string>
+
+#include "backend/cpu/act_q8.h"
 
 namespace th::cpu {
 
@@ -14,17 +18,51 @@ std::string_view isa_name(Isa isa) {
   return "unknown";
 }
 
+namespace {
+
+// CPU features from cpuid, and whether the OS saves the wide registers (xgetbv):
+// a CPU with AVX-512 under an OS that does not enable it must not run it.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false, bmi2 = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false;
+};
+
+CpuFeatures detect_features() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool avx = c & (1u << 28);
+  f.fma = c & (1u << 12);
+  f.f16c = c & (1u << 29);
+  if (!osxsave || !avx) return f;
+  unsigned xlo = 0, xhi = 0;
+  __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  const bool os_ymm = (xlo & 0x6) == 0x6;            // SSE and AVX state
+  const bool os_zmm = (xlo & 0xe6) == 0xe6;          // plus opmask and ZMM state
+  if (!os_ymm || __get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = b & (1u << 5);
+  f.bmi2 = b & (1u << 8);
+  if (os_zmm) {
+    f.avx512f = b & (1u << 16);
+    f.avx512dq = b & (1u << 17);
+    f.avx512bw = b & (1u << 30);
+    f.avx512vl = b & (1u << 31);
+    f.avx512vnni = c & (1u << 11);
+  }
+  return f;
+}
+
+}  // namespace
+
 const std::vector<Isa>& available_isas() {
   static const std::vector<Isa> isas = [] {
+    const CpuFeatures f = detect_features();
     std::vector<Isa> v = {Isa::Generic};
-    __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    const bool avx2 = f.avx2 && f.fma && f.f16c && f.bmi2;
     if (avx2) v.push_back(Isa::Avx2);
-    if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni"))
-      v.push_back(Isa::Avx512);
+    if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) v.push_back(Isa::Avx512);
     return v;
   }();
   return isas;
@@ -39,11 +77,33 @@ Isa best_isa() {
   return isas.back();
 }
 
+// K-quant families (matmul_q4_k*.cpp, matmul_q5_k*.cpp, matmul_q6_k*.cpp).
+MatmulKernel matmul_q4_k_generic();
+MatmulKernel matmul_q4_k_avx2();
+MatmulKernel matmul_q4_k_avx512();
+MatmulKernel matmul_q5_k_generic();
+MatmulKernel matmul_q5_k_avx2();
+MatmulKernel matmul_q5_k_avx512();
+MatmulKernel matmul_q6_k_generic();
+MatmulKernel matmul_q6_k_avx2();
+MatmulKernel matmul_q6_k_avx512();
+
 namespace {
 // Every kernel family's variants, registered here. Families live in files
 // named for their weight type and ISA (matmul_q8_0.cpp, matmul_q8_0_avx2.cpp, ...).
 const std::vector<MatmulKernel>& all_kernels() {
-  static const std::vector<MatmulKernel> kernels = {};
+  static const std::vector<MatmulKernel> kernels = {
+      // Q8_K-activation families (act_q8k.h).
+      matmul_q4_k_generic(), matmul_q4_k_avx2(), matmul_q4_k_avx512(),
+      matmul_q5_k_generic(), matmul_q5_k_avx2(), matmul_q5_k_avx512(),
+      matmul_q6_k_generic(), matmul_q6_k_avx2(), matmul_q6_k_avx512(),
+      // Q8_0-activation and f32-activation families (act_q8.h).
+      kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512,
+      kMatmulQ4_0Generic, kMatmulQ4_0Avx2, kMatmulQ4_0Avx512,
+      kMatmulF32Generic,  kMatmulF32Avx2,  kMatmulF32Avx512,
+      kMatmulF16Generic,  kMatmulF16Avx2,  kMatmulF16Avx512,
+      kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512,
+  };
   return kernels;
 }
 }  // namespace

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "base/mapped_file.h"
+#include "test_util.h"
 
 namespace th {
 namespace {
@@ -34,7 +37,7 @@ TEST(Result, PropagatesErrors) {
 }
 
 TEST(MappedFile, MapsAndReportsMissing) {
-  const std::string path = ::testing::TempDir() + "/th_mapped_file_test.bin";
+  const std::string path = test::temp_path("mapped_file_test.bin");
   { std::ofstream(path) << "hello"; }
   Result<MappedFile> f = MappedFile::open(path);
   ASSERT_TRUE(f.ok()) << f.message();
@@ -43,6 +46,7 @@ TEST(MappedFile, MapsAndReportsMissing) {
   Result<MappedFile> missing = MappedFile::open(path + ".missing");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("cannot open"), std::string::npos);
+  ::unlink(path.c_str());
 }
 
 }  // namespace

@@ -125,5 +125,20 @@ TEST(Gguf, WriterLaysOutByAlignmentMetadata) {
   EXPECT_LT(w.to_bytes().size(), 4096u);
 }
 
+TEST(Gguf, ReadsVersion2) {
+  // v2 has v3's layout (64-bit counts and lengths); only the version field differs.
+  GgufWriter w;
+  w.add_u32("answer", 42);
+  const float data[4] = {1, 2, 3, 4};
+  w.add_tensor("t", {4}, DType::F32, data, sizeof data);
+  std::vector<uint8_t> bytes = w.to_bytes();
+  bytes[4] = 2;
+  Result<GgufFile> g = GgufFile::parse(bytes.data(), bytes.size());
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(g->version(), 2u);
+  EXPECT_EQ(*g->get_uint("answer"), 42u);
+  EXPECT_EQ(reinterpret_cast<const float*>(g->tensor("t")->data)[3], 4.0f);
+}
+
 }  // namespace
 }  // namespace th

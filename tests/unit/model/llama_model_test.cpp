@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include <unistd.h>
+
+#include "backend/cpu/matmul_kernels.h"
 #include "model/gguf.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
@@ -26,12 +29,12 @@ struct Loaded {
   std::unique_ptr<LlamaModel> model;
 };
 
-Loaded load(const std::string& path) {
+Loaded load(const std::string& path, std::unique_ptr<Backend> backend = make_cpu_backend()) {
   Loaded l;
   Result<GgufFile> f = GgufFile::open(path);
   EXPECT_TRUE(f.ok()) << f.message();
   l.file = std::move(f).value();
-  l.backend = make_cpu_backend();
+  l.backend = std::move(backend);
   auto m = LlamaModel::load(l.file, *l.backend);
   EXPECT_TRUE(m.ok()) << m.message();
   if (m.ok()) l.model = std::move(m).value();
@@ -90,8 +93,31 @@ std::vector<std::vector<int32_t>> greedy_together(LlamaModel& m, Backend& b,
   return outs;
 }
 
-TEST(LlamaModel, BatchedGreedyEqualsEachAlone) {
-  Loaded l = load(test::shared_path("models/stories260K.gguf"));
+// The reference backend, or the fast one at a thread count and ISA.
+struct BackendChoice {
+  bool reference = false;
+  int threads = 1;
+  cpu::Isa isa = cpu::Isa::Generic;
+  std::unique_ptr<Backend> make() const {
+    if (reference) return make_reference_backend();
+    CpuBackendOptions o;
+    o.n_threads = threads;
+    o.isa = isa;
+    return make_cpu_backend(o);
+  }
+};
+
+std::vector<BackendChoice> every_backend() {
+  std::vector<BackendChoice> v = {{true, 1, cpu::Isa::Generic}};
+  for (cpu::Isa isa : cpu::available_isas())
+    for (int t : {1, 2, 3}) v.push_back({false, t, isa});
+  return v;
+}
+
+class LlamaModelOn : public ::testing::TestWithParam<BackendChoice> {};
+
+TEST_P(LlamaModelOn, BatchedGreedyEqualsEachAlone) {
+  Loaded l = load(test::shared_path("models/stories260K.gguf"), GetParam().make());
   ASSERT_TRUE(l.model);
   const std::vector<std::vector<int32_t>> prompts = {
       {1, 403, 407, 261, 378}, {1}, {1, 73, 36, 322, 263, 405, 280, 262, 374, 265, 394, 262}};
@@ -100,8 +126,20 @@ TEST(LlamaModel, BatchedGreedyEqualsEachAlone) {
     EXPECT_EQ(together[s], greedy_alone(*l.model, *l.backend, prompts[s], 24)) << "sequence " << s;
 }
 
+INSTANTIATE_TEST_SUITE_P(Backends, LlamaModelOn, ::testing::ValuesIn(every_backend()),
+                         [](const ::testing::TestParamInfo<BackendChoice>& i) {
+                           return i.param.reference ? std::string("reference")
+                                                    : "cpu_" + std::string(cpu::isa_name(i.param.isa)) + "_t" +
+                                                          std::to_string(i.param.threads);
+                         });
+
 class SyntheticModel : public ::testing::Test {
  protected:
+  void TearDown() override {
+    for (const std::string& p : written_) ::unlink(p.c_str());
+  }
+  std::vector<std::string> written_;
+
   std::string write(Arch arch, DType type, bool tied) {
     SyntheticSpec spec;
     spec.shape = {"tiny", 64, 2, 4, 2, 96, 256};
@@ -110,12 +148,11 @@ class SyntheticModel : public ::testing::Test {
     spec.tied_output = tied;
     Result<GgufFile> vocab = GgufFile::open(test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-llama-spm.gguf"));
     EXPECT_TRUE(vocab.ok()) << vocab.message();
-    // The test's name keeps files apart: ctest runs tests in parallel processes, and one
-    // rewriting a file another has mapped kills the reader with SIGBUS.
-    const std::string path = ::testing::TempDir() + "/th_synth_" +
-                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
-                             std::to_string(static_cast<int>(arch)) + "_" +
+    // Named per test: ctest runs tests in parallel, and rewriting a file another test has mapped is SIGBUS.
+    const std::string test_name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const std::string path = test::temp_path("synth_" + test_name) + "_" + std::to_string(static_cast<int>(arch)) + "_" +
                              std::string(dtype_name(type)) + (tied ? "_tied" : "") + ".gguf";
+    written_.push_back(path);
     Status s = write_synthetic_model(spec, *vocab, path);
     EXPECT_TRUE(s.ok()) << s.message();
     return path;
@@ -158,10 +195,43 @@ TEST_F(SyntheticModel, Qwen2BiasesAreApplied) {
     w.add_tensor(t.name, t.dims, t.type, bias ? zeros.data() : t.data, t.nbytes);
   }
   const std::string zeroed = path + ".nobias.gguf";
+  written_.push_back(zeroed);
   ASSERT_TRUE(w.write(zeroed).ok());
   Loaded z = load(zeroed);
   ASSERT_TRUE(z.model);
   EXPECT_NE(greedy_alone(*q.model, *q.backend, {1, 7, 8, 9}, 6), greedy_alone(*z.model, *z.backend, {1, 7, 8, 9}, 6));
+}
+
+TEST_F(SyntheticModel, RopeFrequencyFactorsAreApplied) {
+  // rope_freqs.weight (Llama 3.1's scaling) divides each frequency: factors of 1 change
+  // nothing, Llama 3.1's factors change the continuation.
+  const std::string path = write(Arch::Llama, DType::F16, false);
+  Loaded plain = load(path);
+  ASSERT_TRUE(plain.model);
+  const int64_t half = plain.model->config().rope_dim / 2;
+  auto write_factors = [&](const std::vector<float>& factors, const std::string& suffix) {
+    GgufWriter w;
+    for (const auto& [k, v] : plain.file.metadata()) w.add(k, v);
+    for (const GgufTensor& t : plain.file.tensors()) w.add_tensor(t.name, t.dims, t.type, t.data, t.nbytes);
+    w.add_tensor("rope_freqs.weight", {static_cast<int64_t>(factors.size())}, DType::F32, factors.data(),
+                 factors.size() * sizeof(float));
+    const std::string out = path + suffix;
+    written_.push_back(out);
+    EXPECT_TRUE(w.write(out).ok());
+    return out;
+  };
+  Loaded ones = load(write_factors(std::vector<float>(static_cast<size_t>(half), 1.0f), ".ones.gguf"));
+  Loaded scaled = load(write_factors(llama3_rope_freq_factors(2 * half, 10000.0f, 8.0f, 1.0f, 4.0f, 16), ".l3.gguf"));
+  ASSERT_TRUE(ones.model && scaled.model);
+  const std::vector<int32_t> prompt = {1, 50, 60, 70, 80, 90, 100, 110};
+  const auto base = greedy_alone(*plain.model, *plain.backend, prompt, 12);
+  EXPECT_EQ(greedy_alone(*ones.model, *ones.backend, prompt, 12), base);
+  EXPECT_NE(greedy_alone(*scaled.model, *scaled.backend, prompt, 12), base);
+  Result<GgufFile> bad = GgufFile::open(write_factors(std::vector<float>(3, 1.0f), ".bad.gguf"));
+  ASSERT_TRUE(bad.ok());
+  auto m = LlamaModel::load(*bad, *plain.backend);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("'rope_freqs.weight' has 3 elements"), std::string::npos) << m.message();
 }
 
 TEST(LlamaModel, RejectsMissingTensorsAndBadShapes) {

@@ -1,0 +1,262 @@
+// The AVX2 driver shared by the weight families whose activations are Q8_0
+// blocks (matmul_q8_0_avx2.cpp, matmul_q4_0_avx2.cpp). Include it from
+// *_avx2.cpp files only: everything is in an unnamed namespace, so no AVX2
+// code can stand in for a baseline function of the same name at link time.
+//
+// Why groups of four blocks. On Zen 3, vpmaddubsw, vpmaddwd, vpsignb, vmulps
+// and vfmadd*ps all issue on the same two FP pipes (measured: any two of them
+// together run at 2 per cycle, while vpaddw/vpand/vpblendd run at 4). A plain
+// per-block dot (vpmaddubsw, vpmaddwd, then vcvtdq2ps and an FMA by d_w * d_x)
+// spends 3-5 of those slots per block. Here a register holds 8 or 16 bytes of
+// each of four blocks, one block per 32- or 64-bit lane group, so after the
+// products one vpmaddwd, one vcvtdq2ps, one vmulps and one FMA serve four
+// blocks: the per-lane scale vector simply holds each lane's block scale. The
+// weight bytes are rearranged once per (row, group) and reused by the tile's
+// tokens; the activation bytes are rearranged the same way once per call
+// (prepare_act), so the rearrangement costs nothing per product.
+//
+// A family supplies a trait G:
+//   kBytes              bytes per weight block (fp16 d first)
+//   kActBytes           bytes per prepared activation group: X0..X3 (4 x 32 bytes), then
+//                       anything else (offset correction), then the 8 lane scales d_x at kDxOffset
+//   Regs load(g)        one row's four blocks from the group's first byte g
+//   __m256i dot(r, a)   the exact int32 dot product per lane with prepared group a
+//   lane_block(l)       which of the four blocks lane l (of 8 int32 lanes) belongs to
+//   dw_lanes(g, f16)    the 8 lane scales of a row's group, in registers (one-token path)
+//   prepare_group(...)  writes a prepared activation group from up to 4 Q8_0 blocks
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/act_q8.h"
+#include "tensor/quant_blocks.h"
+
+namespace th::cpu {
+namespace {
+
+constexpr int kGroup = 4;  // blocks per group
+constexpr int kQ8Bytes = sizeof(BlockQ8_0);
+constexpr int kPrefetchAhead = 1024;  // bytes, one-token path
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+inline __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// The 8 lane scales of a group from its blocks' fp16 scales (zero for blocks past n).
+template <class G>
+inline void lane_scales(const uint8_t* first_block, int stride, int n, const float* f16, float* out) {
+  float d[kGroup] = {0, 0, 0, 0};
+  for (int i = 0; i < n; ++i) d[i] = f16[load_u16(first_block + i * stride)];
+  for (int l = 0; l < 8; ++l) out[l] = d[G::lane_block(l)];
+}
+
+// The activations of n_tokens tokens, prepared group by group: token t's group g at
+// base + t * token_bytes + g * kActBytes. A last partial group is padded with zero
+// blocks (x = 0, d_x = 0), so it adds nothing whatever the weights there are.
+template <class G>
+struct PreparedAct {
+  const uint8_t* base;
+  size_t token_bytes;
+};
+
+template <class G>
+PreparedAct<G> prepare_act(const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, int64_t nb,
+                           const float* f16, int slot) {
+  const int64_t ng = (nb + kGroup - 1) / kGroup;
+  const size_t token_bytes = static_cast<size_t>(ng) * G::kActBytes;
+  auto* base = reinterpret_cast<uint8_t*>(thread_scratch(slot, (token_bytes * n_tokens + 3) / 4));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const uint8_t* xr = act + t * act_row_bytes;
+    for (int64_t g = 0; g < ng; ++g) {
+      const int n = static_cast<int>(min64(kGroup, nb - g * kGroup));
+      uint8_t* out = base + t * token_bytes + g * G::kActBytes;
+      G::prepare_group(xr + g * kGroup * kQ8Bytes, n, out);
+      lane_scales<G>(xr + g * kGroup * kQ8Bytes, kQ8Bytes, n, f16, reinterpret_cast<float*>(out + G::kDxOffset));
+    }
+  }
+  return {base, token_bytes};
+}
+
+// One R x T tile over ng groups. Weights: row r's group g at w + r * w_row_bytes +
+// g * kGroup * kBytes. Activations: token t's group g at act + t * act_stride + g * kActBytes.
+// kInlineScales: d_w comes from the table per (row, group) (one token: nothing to reuse);
+// otherwise from dwf (8 lane scales per group, row r at dwf + r * dwf_stride), converted
+// once per row panel and reused by every token tile. add: y += result, else y = result.
+template <class G, int R, int T, bool kInlineScales>
+void tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act, size_t act_stride, const float* dwf,
+          int64_t dwf_stride, const float* f16, float* y, int64_t y_stride, bool add) {
+  __m256 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* wg = w + r * w_row_bytes + g * (kGroup * G::kBytes);
+      const typename G::Regs regs = G::load(wg);
+      __m256 dw;
+      if constexpr (kInlineScales) {
+        // One token streams the row from DRAM: ask for the lines 1 KiB ahead (measured
+        // on q4_0 2048 x 2048 from DRAM, best of 200: 13.7 -> 14-17.6 GB/s).
+        _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead), _MM_HINT_T0);
+        if constexpr (kGroup * G::kBytes > 64)
+          _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead + 64), _MM_HINT_T0);
+        dw = G::dw_lanes(wg, f16);
+      } else {
+        dw = _mm256_load_ps(dwf + r * dwf_stride + g * 8);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* a = act + t * act_stride + g * G::kActBytes;
+        const __m256 s = _mm256_mul_ps(dw, _mm256_loadu_ps(reinterpret_cast<const float*>(a + G::kDxOffset)));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(G::dot(regs, a)), s, acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      float* out = y + t * y_stride + r;
+      *out = add ? *out + hsum(acc[r][t]) : hsum(acc[r][t]);
+    }
+}
+
+using TileFn = void (*)(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, const float*, int64_t,
+                        const float*, float*, int64_t, bool);
+
+// Tiles of every size up to kR x kT, for the edges: fn[r - 1][t - 1].
+template <class G, int kR, int kT, bool kInlineScales>
+struct TileTable {
+  TileFn fn[kR][kT];
+  constexpr TileTable() : fn() { fill<0>(); }
+  template <int I>
+  constexpr void fill() {
+    if constexpr (I < kR * kT) {
+      fn[I / kT][I % kT] = tile<G, I / kT + 1, I % kT + 1, kInlineScales>;
+      fill<I + 1>();
+    }
+  }
+};
+
+// The last, partial group of nr rows copied into zero-padded groups (rows kGroup * kBytes
+// apart), so the tile reads only bytes of the matrix; missing blocks get d_w = 0.
+template <class G>
+struct TailRows {
+  static constexpr int kRowBytes = kGroup * G::kBytes;
+  alignas(32) uint8_t bytes[8][kRowBytes];
+  void fill(const uint8_t* w, size_t w_row_bytes, int64_t nb, int nr) {
+    const int64_t g = nb / kGroup;
+    const int n = static_cast<int>(nb - g * kGroup);
+    for (int r = 0; r < nr; ++r) {
+      std::memset(bytes[r], 0, kRowBytes);
+      std::memcpy(bytes[r], w + r * w_row_bytes + g * kRowBytes, static_cast<size_t>(n) * G::kBytes);
+    }
+  }
+};
+
+// The whole gemm for a weight family.
+//   One token: kR1 rows at a time stream their weights once; scales come from the table.
+//   kR1 = 1: a single sequential stream from DRAM runs at 13.7 GB/s on q4_0 2048 x 2048
+//   where four interleaved rows ran at 8.7 (one core, best of 200; a plain read loop: 17-19).
+//   Several tokens: tokens in panels whose prepared activations take at most 256 KiB (they
+//   stay in L2), columns in chunks of kChunk groups (a tile's tokens' chunk stays in L1:
+//   8 x 16 groups x 192 bytes = 24 KiB), rows in panels of kRowPanel (the panel's chunk,
+//   64 x 1.1 KiB for q4_0, stays in L2 while every token tile of the panel passes over it),
+//   and kR x kT tiles inside. Measured on 2048 x 2048 q4_0, 128 tokens: chunks of 32 groups
+//   and of 8 are 5-15% slower than 16.
+template <class G, int kR, int kT, int kR1>
+void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                 size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  static_assert(kR1 <= 8 && kR <= 8);
+  if (r1 <= r0 || n_tokens <= 0) return;
+  const int64_t nb = cols / kQK;
+  const int64_t ng_full = nb / kGroup;
+  const bool has_tail = nb % kGroup != 0;
+  const int64_t ng = ng_full + (has_tail ? 1 : 0);
+  const float* f16 = f16_table();
+  TailRows<G> tail;
+
+  if (n_tokens == 1) {
+    static constexpr TileTable<G, kR1, 1, true> table;
+    const PreparedAct<G> a = prepare_act<G>(act, act_row_bytes, 1, nb, f16, 0);
+    for (int64_t r = r0; r < r1; r += kR1) {
+      const int nr = static_cast<int>(min64(kR1, r1 - r));
+      const uint8_t* wr = w + r * w_row_bytes;
+      if (ng_full > 0) table.fn[nr - 1][0](wr, w_row_bytes, ng_full, a.base, a.token_bytes, nullptr, 0, f16, y + r, y_stride, false);
+      if (has_tail) {
+        tail.fill(wr, w_row_bytes, nb, nr);
+        table.fn[nr - 1][0](tail.bytes[0], TailRows<G>::kRowBytes, 1, a.base + ng_full * G::kActBytes, a.token_bytes,
+                            nullptr, 0, f16, y + r, y_stride, ng_full > 0);
+      }
+    }
+    return;
+  }
+
+  static constexpr TileTable<G, kR, kT, false> table;
+  constexpr int64_t kChunk = 16, kRowPanel = 64, kPanelBytes = 256 << 10;
+  // As many whole tiles of tokens as keep the prepared panel within half of L2.
+  const int64_t panel = kT * (1 + kPanelBytes / (kT * ng * G::kActBytes));
+  float* dwf = thread_scratch(3, static_cast<size_t>(kRowPanel * kChunk * 8));
+  for (int64_t tp = 0; tp < n_tokens; tp += panel) {
+    const int64_t np = min64(panel, n_tokens - tp);
+    const PreparedAct<G> a = prepare_act<G>(act + tp * act_row_bytes, act_row_bytes, np, nb, f16, 0);
+    float* yp = y + tp * y_stride;
+    for (int64_t c = 0; c < ng; c += kChunk) {
+      const int64_t nc = min64(kChunk, ng - c);           // groups in this chunk, tail included
+      const bool chunk_has_tail = has_tail && c + nc == ng;
+      const int64_t nc_full = nc - (chunk_has_tail ? 1 : 0);
+      for (int64_t rp = r0; rp < r1; rp += kRowPanel) {
+        const int64_t nrp = min64(kRowPanel, r1 - rp);
+        // Lane scales of the panel's rows for this chunk, converted once for all its tokens.
+        for (int64_t i = 0; i < nrp; ++i) {
+          const uint8_t* wr = w + (rp + i) * w_row_bytes;
+          for (int64_t g = 0; g < nc; ++g) {
+            const int64_t gg = c + g;
+            const int n = static_cast<int>(min64(kGroup, nb - gg * kGroup));
+            lane_scales<G>(wr + gg * kGroup * G::kBytes, G::kBytes, n, f16, dwf + (i * kChunk + g) * 8);
+          }
+        }
+        for (int64_t t0 = 0; t0 < np; t0 += kT) {
+          const int nt = static_cast<int>(min64(kT, np - t0));
+          const uint8_t* at = a.base + t0 * a.token_bytes + c * G::kActBytes;
+          for (int64_t r = rp; r < rp + nrp; r += kR) {
+            const int nr = static_cast<int>(min64(kR, rp + nrp - r));
+            const uint8_t* wr = w + r * w_row_bytes + c * kGroup * G::kBytes;
+            const float* dw = dwf + (r - rp) * kChunk * 8;
+            float* yt = yp + t0 * y_stride + r;
+            if (nc_full > 0)
+              table.fn[nr - 1][nt - 1](wr, w_row_bytes, nc_full, at, a.token_bytes, dw, kChunk * 8, f16, yt, y_stride,
+                                       c > 0);
+            if (chunk_has_tail) {
+              tail.fill(w + r * w_row_bytes, w_row_bytes, nb, nr);
+              table.fn[nr - 1][nt - 1](tail.bytes[0], TailRows<G>::kRowBytes, 1, at + nc_full * G::kActBytes,
+                                       a.token_bytes, dw + nc_full * 8, kChunk * 8, f16, yt, y_stride,
+                                       c > 0 || nc_full > 0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace th::cpu

@@ -1,0 +1,117 @@
+// Q8_K activations and the unpacked weight panels the K-quant kernels (q4_K, q5_K,
+// q6_K) multiply them with.
+//
+// Every K-quant product runs against activations quantized to Q8_K (ggml's
+// block_q8_K: per 256 values a float scale, 256 int8, and the sums of each 16),
+// so the weight side can stay in integers: the per-sub-block offsets (q4_K/q5_K
+// mins, q6_K's -32) become one multiply with the activation block sums.
+//
+// For more than one token, a weight row is first unpacked once into a panel
+// (one byte per weight, scales widened to int16 the way the SIMD multiply wants
+// them) and the panel is then reused for every token of the batch: llama.cpp
+// re-unpacks each super-block for every token, which for q6_K costs about as
+// much as the multiply itself. The three formats unpack to two panel layouts
+// and share the multiply cores below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace th::cpu {
+
+// ---------------------------------------------------------------- Q8_K
+
+/// @brief x (n f32, n a multiple of 256) -> n / 256 BlockQ8_K at dst, byte for byte as
+/// ggml's quantize_row_q8_K_ref: d = max / -127 of the value of largest magnitude (the
+/// first one on ties), qs = round-half-even(x / d), bsums the sums of each 16 qs. Where
+/// ggml asserts or leaves bytes unwritten, this is defined instead: NaNs are ignored for
+/// the scale and quantize to 0, levels past int8 (a denormal maximum) saturate, and a block
+/// of zeros (or NaNs) is all zero bytes. dst needs no alignment.
+void quantize_row_q8_k_ref(const float* x, void* dst, int64_t n);
+/// @brief The same bytes as quantize_row_q8_k_ref, with AVX2; only where the CPU has AVX2.
+void quantize_row_q8_k_avx2(const float* x, void* dst, int64_t n);
+/// @brief n / 256 BlockQ8_K -> n f32 (d * qs).
+void dequantize_row_q8_k(const void* src, float* dst, int64_t n);
+
+// ---------------------------------------------------------------- panels
+
+/// One q4_K or q5_K super-block of one row, unpacked: the block dequantizes to
+/// d * sc[j] * q[e] + mins[j] for e in sub-block j = e / 32.
+struct alignas(32) PanelK4 {
+  uint8_t q[256];      // levels 0..15 (q4_K) or 0..31 (q5_K), in element order
+  int16_t sc[8][2];    // sub-block scale 0..63, twice: one dword is a madd operand for a whole chunk
+  float mins[8];       // -dmin * m[j]
+  float d;
+};
+
+/// One q6_K super-block of one row, unpacked: dequantizes to d * s[e / 16] * (q[e] - 32).
+struct alignas(32) PanelK6 {
+  uint8_t q[256];       // levels 0..63, in element order
+  int16_t sc[8][16];    // per 32-element chunk k: s[2k] eight times, then s[2k+1] eight times
+  int16_t m32[16];      // 32 * s[g]: the -32 offset, folded with the activation sums
+  float d;
+};
+
+/// @brief Decodes a q4_K/q5_K super-block's 12 packed scale bytes (six bits each: eight
+/// scales, eight mins) and its d, dmin into p.sc, p.mins and p.d.
+void unpack_k4_scales(const uint8_t* scales12, float d, float dmin, PanelK4& p);
+
+/// @brief A thread's scratch of at least `bytes` bytes, 64-byte aligned, reused across calls
+/// (slot 0: the panel of the calling family, slot 1: the multiply core's own).
+void* q8k_scratch(int slot, size_t bytes);
+
+/// @brief The multiply cores: y[t * y_stride + r] = dot(panel row r, act row t) for r < rows,
+/// t < n_tokens, where panel row r is panel[r * nb .. r * nb + nb) and act row t is nb
+/// BlockQ8_K at act + t * act_row_bytes (no alignment needed).
+void panel_gemm_k4_generic(const PanelK4* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                           size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k6_generic(const PanelK6* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                           size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k4_avx2(const PanelK4* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
+                        int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k6_avx2(const PanelK6* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
+                        int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k4_avx512(const PanelK4* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k6_avx512(const PanelK6* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+
+/// @brief A whole gemm (MatmulKernel::gemm semantics) for a K-quant family: unpacks the rows
+/// [r0, r1) kPanelRows at a time with `unpack` (row bytes -> nb panel blocks) and runs `core`
+/// on each panel for all n_tokens tokens, so every weight is unpacked once per call.
+template <class Panel>
+void gemm_via_panels(void (*unpack)(const uint8_t* row, int64_t nb, Panel* out),
+                     void (*core)(const Panel* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                                  size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride),
+                     const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                     size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+extern template void gemm_via_panels<PanelK4>(void (*)(const uint8_t*, int64_t, PanelK4*),
+                                              void (*)(const PanelK4*, int64_t, int64_t, const uint8_t*, size_t,
+                                                       int64_t, float*, int64_t),
+                                              const uint8_t*, size_t, int64_t, int64_t, int64_t, const uint8_t*,
+                                              size_t, int64_t, float*, int64_t);
+extern template void gemm_via_panels<PanelK6>(void (*)(const uint8_t*, int64_t, PanelK6*),
+                                              void (*)(const PanelK6*, int64_t, int64_t, const uint8_t*, size_t,
+                                                       int64_t, float*, int64_t),
+                                              const uint8_t*, size_t, int64_t, int64_t, int64_t, const uint8_t*,
+                                              size_t, int64_t, float*, int64_t);
+
+/// The AVX2 pieces of each family, which its AVX-512 variant reuses: the row unpackers, and
+/// the one-token path (y[r] = dot(row r, act row 0) for r in [r0, r1)), which is bound by
+/// memory bandwidth, not by vector width.
+void unpack_q4_k_avx2(const uint8_t* row, int64_t nb, PanelK4* out);
+void unpack_q5_k_avx2(const uint8_t* row, int64_t nb, PanelK4* out);
+void unpack_q6_k_avx2(const uint8_t* row, int64_t nb, PanelK6* out);
+void gemv_q4_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                    float* y);
+void gemv_q5_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                    float* y);
+void gemv_q6_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                    float* y);
+
+/// Rows unpacked per panel: 8 rows of a 2048-column q4_K matrix take 22 KiB, so panel and a
+/// 4-token activation tile (9 KiB) share the 32 KiB L1; wider rows spill to L2, which still
+/// feeds the multiply (each panel byte is used for 4 tokens, each activation byte for 2 rows).
+inline constexpr int64_t kPanelRows = 8;
+
+}  // namespace th::cpu

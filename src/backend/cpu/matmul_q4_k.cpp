@@ -1,0 +1,42 @@
+// q4_K weights x Q8_K activations, plain C++ (the variant every CPU runs, and the one
+// the SIMD variants are checked against). Rows are unpacked to PanelK4 once per call and
+// multiplied for every token by the generic core (act_q8k.cpp).
+#include <cstring>
+
+#include "backend/cpu/act_q8k.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "tensor/half.h"
+#include "tensor/quant_blocks.h"
+
+namespace th::cpu {
+
+namespace {
+
+void unpack_q4_k(const uint8_t* row, int64_t nb, PanelK4* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ4_K blk;
+    std::memcpy(&blk, row + b * sizeof(BlockQ4_K), sizeof blk);
+    PanelK4& p = out[b];
+    unpack_k4_scales(blk.scales, f16_to_f32(blk.d), f16_to_f32(blk.dmin), p);
+    // Chunk c of 32 bytes: sub-block 2c in the low nibbles, 2c + 1 in the high ones.
+    for (int c = 0; c < 4; ++c)
+      for (int l = 0; l < 32; ++l) {
+        p.q[64 * c + l] = blk.qs[32 * c + l] & 0xF;
+        p.q[64 * c + 32 + l] = blk.qs[32 * c + l] >> 4;
+      }
+  }
+}
+
+void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  gemm_via_panels<PanelK4>(unpack_q4_k, panel_gemm_k4_generic, w, w_row_bytes, cols, r0, r1, act, act_row_bytes,
+                           n_tokens, y, y_stride);
+}
+
+}  // namespace
+
+MatmulKernel matmul_q4_k_generic() {
+  return {DType::Q4_K, DType::Q8_K, Isa::Generic, quantize_row_q8_k_ref, gemm};
+}
+
+}  // namespace th::cpu

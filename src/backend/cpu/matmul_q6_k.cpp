@@ -1,0 +1,51 @@
+// q6_K weights x Q8_K activations, plain C++. Levels are kept unsigned (0..63) and the
+// -32 offset is folded in through the activation block sums: sum s * (q - 32) * a =
+// s * sum q * a - 32 * s * bsum, one multiply per 16 elements instead of 16.
+#include <cstring>
+
+#include "backend/cpu/act_q8k.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "tensor/half.h"
+#include "tensor/quant_blocks.h"
+
+namespace th::cpu {
+
+namespace {
+
+void unpack_q6_k(const uint8_t* row, int64_t nb, PanelK6* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_K blk;
+    std::memcpy(&blk, row + b * sizeof(BlockQ6_K), sizeof blk);
+    PanelK6& p = out[b];
+    // Each 128-element half h: quarters 0/1 in the low nibbles of ql[64h + l], ql[64h + 32 + l],
+    // quarters 2/3 in their high nibbles; quarter g's top two bits at bit 2g of qh[32h + l].
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t a = blk.ql[64 * h + l], c = blk.ql[64 * h + 32 + l], hb = blk.qh[32 * h + l];
+        uint8_t* q = p.q + 128 * h + l;
+        q[0] = static_cast<uint8_t>((a & 0xF) | ((hb & 3) << 4));
+        q[32] = static_cast<uint8_t>((c & 0xF) | (((hb >> 2) & 3) << 4));
+        q[64] = static_cast<uint8_t>((a >> 4) | (((hb >> 4) & 3) << 4));
+        q[96] = static_cast<uint8_t>((c >> 4) | (((hb >> 6) & 3) << 4));
+      }
+    for (int g = 0; g < 16; ++g) {
+      for (int i = 0; i < 8; ++i) p.sc[g / 2][8 * (g % 2) + i] = blk.scales[g];
+      p.m32[g] = static_cast<int16_t>(32 * blk.scales[g]);
+    }
+    p.d = f16_to_f32(blk.d);
+  }
+}
+
+void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  gemm_via_panels<PanelK6>(unpack_q6_k, panel_gemm_k6_generic, w, w_row_bytes, cols, r0, r1, act, act_row_bytes,
+                           n_tokens, y, y_stride);
+}
+
+}  // namespace
+
+MatmulKernel matmul_q6_k_generic() {
+  return {DType::Q6_K, DType::Q8_K, Isa::Generic, quantize_row_q8_k_ref, gemm};
+}
+
+}  // namespace th::cpu

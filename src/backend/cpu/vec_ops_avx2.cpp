@@ -1,0 +1,296 @@
+// The vector primitives with AVX2, FMA and F16C (compiled with -mavx2 -mfma
+// -mf16c; the backend calls them only when the CPU has all three).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/flash_attention.h"
+#include "backend/cpu/vec_ops.h"
+#include "tensor/half.h"
+#include "tensor/quant.h"
+#include "tensor/quant_blocks.h"
+
+namespace th::cpu {
+
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// exp(x) for 8 lanes: Cephes' expf (x = n ln2 + r, |r| <= ln2 / 2, a degree-6
+// polynomial for e^r, times 2^n built in the exponent bits). Inputs are clamped
+// to [-87.3, 88]: below, the result would be subnormal (returned as ~0); above,
+// it would overflow.
+inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365447505531f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+  // r = x - n ln2, with ln2 split in a part exact in 9 bits and the rest.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+inline float exp1(float x) {
+  alignas(32) float v[8] = {x};
+  _mm256_store_ps(v, exp8(_mm256_load_ps(v)));
+  return v[0];
+}
+
+// One dot product in a fixed order: two 8-lane accumulators over 16-element steps,
+// one more 8-element step, the lanes summed, then a scalar fma tail. dot4 repeats
+// exactly this per row, so a result never depends on which kernel computed it.
+inline float dot1(const float* w, const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+  }
+  if (i + 8 <= n) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    i += 8;
+  }
+  float s = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) s = std::fma(w[i], x[i], s);
+  return s;
+}
+
+// Four rows against one x: x loaded once for four rows, eight independent
+// accumulators (FMA latency 4 x 2 pipes on Zen 3 needs 8 in flight).
+inline void dot4(const float* w0, const float* w1, const float* w2, const float* w3, const float* x, int64_t n,
+                 float* out) {
+  __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
+  __m256 a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps(), a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+    a00 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), x0, a00);
+    a01 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i + 8), x1, a01);
+    a10 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), x0, a10);
+    a11 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i + 8), x1, a11);
+    a20 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), x0, a20);
+    a21 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i + 8), x1, a21);
+    a30 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), x0, a30);
+    a31 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i + 8), x1, a31);
+  }
+  if (i + 8 <= n) {
+    const __m256 x0 = _mm256_loadu_ps(x + i);
+    a00 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), x0, a00);
+    a10 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), x0, a10);
+    a20 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), x0, a20);
+    a30 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), x0, a30);
+    i += 8;
+  }
+  float s0 = hsum(_mm256_add_ps(a00, a01)), s1 = hsum(_mm256_add_ps(a10, a11));
+  float s2 = hsum(_mm256_add_ps(a20, a21)), s3 = hsum(_mm256_add_ps(a30, a31));
+  for (; i < n; ++i) {
+    s0 = std::fma(w0[i], x[i], s0);
+    s1 = std::fma(w1[i], x[i], s1);
+    s2 = std::fma(w2[i], x[i], s2);
+    s3 = std::fma(w3[i], x[i], s3);
+  }
+  out[0] = s0;
+  out[1] = s1;
+  out[2] = s2;
+  out[3] = s3;
+}
+
+struct Avx2 {
+  static void to_f32(DType t, const void* row, int64_t start, int64_t n, float* dst) {
+    const auto* p = static_cast<const uint8_t*>(row);
+    switch (t) {
+      case DType::F32:
+        std::memcpy(dst, p + start * 4, static_cast<size_t>(n) * 4);
+        return;
+      case DType::F16: {
+        const uint8_t* src = p + start * 2;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+          _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * 2))));
+        for (; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, src + i * 2, 2);
+          dst[i] = _cvtsh_ss(h);
+        }
+        return;
+      }
+      case DType::BF16: {
+        const uint8_t* src = p + start * 2;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+          const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * 2)));
+          _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+        }
+        for (; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, src + i * 2, 2);
+          dst[i] = bf16_to_f32(h);
+        }
+        return;
+      }
+      case DType::Q8_0: {
+        int64_t e = start;
+        const int64_t end = start + n;
+        auto one = [&](int64_t k) {
+          const uint8_t* blk = p + k / kQK * sizeof(BlockQ8_0);
+          uint16_t d;
+          std::memcpy(&d, blk, 2);
+          dst[k - start] = static_cast<float>(static_cast<int8_t>(blk[2 + k % kQK])) * _cvtsh_ss(d);
+        };
+        for (; e < end && e % kQK != 0; ++e) one(e);
+        for (; e + kQK <= end; e += kQK) {
+          const uint8_t* blk = p + e / kQK * sizeof(BlockQ8_0);
+          uint16_t dh;
+          std::memcpy(&dh, blk, 2);
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+          for (int k = 0; k < kQK; k += 8) {
+            const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + k));
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+            _mm256_storeu_ps(dst + (e - start) + k, _mm256_mul_ps(q, d));
+          }
+        }
+        for (; e < end; ++e) one(e);
+        return;
+      }
+      default: {
+        const DTypeInfo& info = dtype_info(t);
+        dequantize_row(t, p + static_cast<size_t>(start) / info.block_size * info.type_size, dst, n);
+        return;
+      }
+    }
+  }
+
+  static void dots(const float* q, const float* const* rows, int64_t nt, int64_t hd, float* s) {
+    int64_t j = 0;
+    for (; j + 4 <= nt; j += 4) dot4(rows[j], rows[j + 1], rows[j + 2], rows[j + 3], q, hd, s + j);
+    for (; j < nt; ++j) s[j] = dot1(rows[j], q, hd);
+  }
+
+  static float exp_sub_sum(float* s, int64_t n, float m) {
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256 sum = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+      _mm256_storeu_ps(s + j, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    float total = hsum(sum);
+    for (; j < n; ++j) {
+      s[j] = exp1(s[j] - m);
+      total += s[j];
+    }
+    return total;
+  }
+
+  static void scale(float* y, float c, int64_t n) {
+    const __m256 cv = _mm256_set1_ps(c);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), cv));
+    for (; i < n; ++i) y[i] *= c;
+  }
+
+  // acc += sum_j w[j] * rows[j], 32 outputs at a time held in registers across all rows.
+  static void weighted_sum(float* acc, const float* w, const float* const* rows, int64_t nt, int64_t hd) {
+    int64_t i = 0;
+    for (; i + 32 <= hd; i += 32) {
+      __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+      __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+      for (int64_t j = 0; j < nt; ++j) {
+        const __m256 wj = _mm256_set1_ps(w[j]);
+        const float* r = rows[j] + i;
+        a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(r), a0);
+        a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(r + 8), a1);
+        a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(r + 16), a2);
+        a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(r + 24), a3);
+      }
+      _mm256_storeu_ps(acc + i, a0);
+      _mm256_storeu_ps(acc + i + 8, a1);
+      _mm256_storeu_ps(acc + i + 16, a2);
+      _mm256_storeu_ps(acc + i + 24, a3);
+    }
+    for (; i + 8 <= hd; i += 8) {
+      __m256 a0 = _mm256_loadu_ps(acc + i);
+      for (int64_t j = 0; j < nt; ++j) a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(rows[j] + i), a0);
+      _mm256_storeu_ps(acc + i, a0);
+    }
+    for (; i < hd; ++i) {
+      float a = acc[i];
+      for (int64_t j = 0; j < nt; ++j) a = std::fma(w[j], rows[j][i], a);
+      acc[i] = a;
+    }
+  }
+};
+
+void gemm_f32(const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tokens,
+              int64_t cols, float* y, int64_t y_stride) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + t * x_stride;
+    float* yt = y + t * y_stride;
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+      const float* wr = w + r * w_stride;
+      dot4(wr, wr + w_stride, wr + 2 * w_stride, wr + 3 * w_stride, xt, cols, yt + r);
+    }
+    for (; r < n_rows; ++r) yt[r] = dot1(w + r * w_stride, xt, cols);
+  }
+}
+
+void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    a0 = _mm256_fmadd_ps(v0, v0, a0);
+    a1 = _mm256_fmadd_ps(v1, v1, a1);
+  }
+  float ss = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  const __m256 sv = _mm256_set1_ps(scale);
+  i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(weight + i)));
+  for (; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + exp1(-gate[i])) * up[i];
+}
+
+void exp_f32(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = exp1(x[i]);
+}
+
+}  // namespace
+
+const VecOps& avx2_vec_ops() {
+  static const VecOps ops = {Isa::Avx2, &Avx2::to_f32, &gemm_f32, &rmsnorm, &swiglu, &exp_f32,
+                             &flash_attend_group<Avx2>};
+  return ops;
+}
+
+}  // namespace th::cpu

@@ -1,0 +1,344 @@
+// tokenhive bench model: how fast a model prefills and decodes on this machine,
+// and how close that is to what the machine allows. The ceilings come from the
+// machine's own measured bandwidth and peaks (machine_limits) and the model's
+// bytes and MACs per token (forward_cost). Medians of --reps repetitions; a
+// table on stdout, or with --json exactly one JSON object; progress on stderr.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/machine_limits.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "cli/bench.h"
+#include "engine/model_bench.h"
+#include "model/forward_cost.h"
+#include "model/gguf.h"
+#include "model/llama_model.h"
+#include "model/model_path.h"
+
+namespace th::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Decode starts after this many prompt tokens per sequence (prefilled untimed), so
+// attention has a little context, as in real use, without prefill dominating the run.
+constexpr int64_t kDecodeContext = 8;
+
+struct BenchModelFlags {
+  std::string model;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string batch_list = "1,8,32";
+  std::vector<int64_t> batches;  // batch_list parsed, sorted, without repeats
+  int64_t prompt = 512, ubatch = 512, gen = 128, batch_gen = 32;
+  int reps = 3;
+  uint64_t seed = 1234;
+  bool json = false, no_probe = false;
+  double bandwidth_gbps = 0, int8_gops = 0, fp32_gflops = 0;  // 0: measure (unless --no-probe)
+  int64_t probe_mib = 2048;
+  int probe_reps = 5;
+  double probe_ms = 100;
+};
+
+// The backend under test, built in this one place so that the CPU backend's
+// options (threads, pinning) are a one-line change.
+std::unique_ptr<Backend> make_bench_backend(const BenchModelFlags& f) {
+  (void)f.threads;  // today's plain backend runs on the calling thread
+  return make_cpu_backend();
+}
+
+// "1,8,32" -> {1, 8, 32}: positive integers up to 4096, sorted, repeats dropped.
+Result<std::vector<int64_t>> parse_batch_list(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
+    if (item.empty() || item.size() > 4 || item.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(item) < 1 || std::stoll(item) > 4096)
+      return Status::errorf("'", item, "' is not a batch size from 1 to 4096");
+    out.push_back(std::stoll(item));
+    if (comma == s.size()) break;
+    at = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "tokenhive bench model: %s\n", msg.c_str());
+  return 1;
+}
+
+void progress(const char* fmt, auto... args) {
+  std::fprintf(stderr, "bench: ");
+  std::fprintf(stderr, fmt, args...);
+  std::fputc('\n', stderr);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A measured speed: every repetition's tokens/s and their median.
+struct Speed {
+  std::vector<double> samples;
+  double median = 0;
+};
+
+// A JSON number, or null where a ceiling is unknown (JSON has no NaN or infinity).
+Json number_or_null(double v) { return std::isfinite(v) && v > 0 ? Json(v) : Json(nullptr); }
+double pct(double value, double ceiling) { return ceiling > 0 ? 100.0 * value / ceiling : 0; }
+
+struct ModelInfo {
+  std::string name, arch, type;
+  uint64_t params = 0, weight_bytes = 0;
+};
+
+ModelInfo model_info(const GgufFile& f, const ModelConfig& c, const std::vector<MatrixRead>& reads) {
+  ModelInfo m;
+  Result<std::string> name = f.get_string("general.name");
+  m.name = name.ok() ? *name : f.name();
+  m.arch = c.arch_name;
+  for (const GgufTensor& t : f.tensors()) {
+    m.params += static_cast<uint64_t>(t.n_elements());
+    m.weight_bytes += t.nbytes;
+  }
+  // The model's type: the one that holds most of the bytes read per token.
+  std::map<DType, uint64_t> bytes;
+  for (const MatrixRead& r : reads)
+    bytes[r.type] += row_bytes(r.type, r.cols) * static_cast<uint64_t>(r.lookup ? 1 : r.rows);
+  m.type = dtype_name(std::max_element(bytes.begin(), bytes.end(), [](auto& a, auto& b) { return a.second < b.second; })->first);
+  return m;
+}
+
+template <class F>
+Result<Speed> repeat(int reps, double tokens, const char* what, F&& seconds) {
+  Speed s;
+  for (int r = 0; r < reps; ++r) {
+    TH_ASSIGN_OR_RETURN(double t, seconds());
+    s.samples.push_back(tokens / t);
+    progress("%s rep %d/%d: %.2f tokens/s", what, r + 1, reps, s.samples.back());
+  }
+  s.median = median(s.samples);
+  return s;
+}
+
+int run_bench_model(const BenchModelFlags& f) {
+  Result<std::string> path = resolve_model_path(f.model);
+  if (!path.ok()) return fail(path.message());
+  Result<GgufFile> file = GgufFile::open(*path);
+  if (!file.ok()) return fail(file.message());
+  std::unique_ptr<Backend> backend = make_bench_backend(f);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+  if (!model.ok()) return fail(model.message());
+  LlamaModel& m = **model;
+  const ModelConfig& c = m.config();
+  Result<std::vector<MatrixRead>> reads = llama_matrix_reads(*file, c);
+  if (!reads.ok()) return fail(reads.message());
+  const ForwardCost cost = forward_cost(*reads);
+  const ModelInfo info = model_info(*file, c, *reads);
+  const cpu::Isa isa = cpu::best_isa();
+
+  // The machine's limits first, while nothing else of ours is running.
+  MachinePeaks peaks{f.bandwidth_gbps, f.int8_gops, f.fp32_gflops};
+  Json probes = Json::object();
+  if (!f.no_probe && peaks.bandwidth_gb_per_s <= 0) {
+    progress("bandwidth probe: %lld MiB, %d threads, %d reps", static_cast<long long>(f.probe_mib), f.threads, f.probe_reps);
+    cpu::BandwidthOptions o;
+    o.total_bytes = static_cast<size_t>(f.probe_mib) << 20;
+    o.n_threads = f.threads;
+    o.reps = f.probe_reps;
+    Result<cpu::BandwidthResult> bw = cpu::measure_bandwidth(o);
+    if (!bw.ok()) return fail(bw.message());
+    peaks.bandwidth_gb_per_s = bw->read_gb_per_s.best;
+    probes["bandwidth"] = {{"read_best_gb_per_s", bw->read_gb_per_s.best},
+                           {"read_median_gb_per_s", bw->read_gb_per_s.median},
+                           {"triad_best_gb_per_s", bw->triad_gb_per_s.best},
+                           {"triad_median_gb_per_s", bw->triad_gb_per_s.median},
+                           {"bytes", bw->total_bytes},
+                           {"reps", f.probe_reps}};
+  }
+  auto compute_probe = [&](const char* key, auto measure, double& peak) -> Status {
+    if (f.no_probe || peak > 0) return ok_status();
+    progress("%s probe: %s, %d threads, %d reps", key, std::string(cpu::isa_name(isa)).c_str(), f.threads, f.probe_reps);
+    cpu::ComputeOptions o;
+    o.n_threads = f.threads;
+    o.reps = f.probe_reps;
+    o.seconds_per_rep = f.probe_ms / 1000.0;
+    o.isa = isa;
+    Result<cpu::ComputeResult> r = measure(o);
+    if (!r.ok()) return r.status();
+    peak = r->gops.best;
+    probes[key] = {{"best_gops", r->gops.best}, {"median_gops", r->gops.median}, {"isa", cpu::isa_name(r->isa)},
+                   {"reps", f.probe_reps}};
+    return ok_status();
+  };
+  if (Status s = compute_probe("fp32_fma", cpu::measure_fp32_fma_peak, peaks.fp32_gflops); !s.ok()) return fail(s.message());
+  if (Status s = compute_probe("int8_dot", cpu::measure_int8_dot_peak, peaks.int8_gops); !s.ok()) return fail(s.message());
+
+  // One untimed token first: the weights' pages come in from the file here, not in a timed run.
+  if (Result<double> w = time_decode(m, *backend, 1, 1, 1, f.seed); !w.ok()) return fail(w.message());
+
+  progress("prefill: %lld tokens in chunks of %lld", static_cast<long long>(f.prompt), static_cast<long long>(f.ubatch));
+  Result<Speed> prefill = repeat(f.reps, static_cast<double>(f.prompt), "prefill",
+                                 [&] { return time_prefill(m, *backend, f.prompt, f.ubatch, f.seed); });
+  if (!prefill.ok()) return fail(prefill.message());
+  progress("decode: %lld tokens, batch 1", static_cast<long long>(f.gen));
+  Result<Speed> decode = repeat(f.reps, static_cast<double>(f.gen), "decode",
+                                [&] { return time_decode(m, *backend, 1, kDecodeContext, f.gen, f.seed); });
+  if (!decode.ok()) return fail(decode.message());
+  std::map<int64_t, Speed> batched;
+  for (int64_t b : f.batches) {
+    if (b == 1) {  // batch 1 is the decode measurement itself
+      batched[b] = *decode;
+      continue;
+    }
+    progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
+    const std::string what = "batch " + std::to_string(b);
+    Result<Speed> s = repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(),
+                             [&] { return time_decode(m, *backend, b, kDecodeContext, f.batch_gen, f.seed); });
+    if (!s.ok()) return fail(s.message());
+    batched[b] = *s;
+  }
+
+  const double prefill_ceiling = compute_ceiling_tokens_per_s(cost, peaks);
+  const double decode_ceiling = decode_ceiling_tokens_per_s(cost, peaks, 1);
+
+  if (f.json) {
+    Json j;
+    j["model"] = {{"path", *path},
+                  {"name", info.name},
+                  {"arch", info.arch},
+                  {"type", info.type},
+                  {"params", info.params},
+                  {"weight_bytes", info.weight_bytes},
+                  {"weight_bytes_per_token", cost.weight_bytes_per_token()},
+                  {"matrix_bytes", cost.matrix_bytes},
+                  {"lookup_bytes_per_token", cost.lookup_bytes_per_token},
+                  {"int8_ops_per_token", 2 * cost.int8_macs_per_token},
+                  {"fp32_flops_per_token", 2 * cost.float_macs_per_token},
+                  {"n_layer", c.n_layer},
+                  {"n_embd", c.n_embd},
+                  {"n_vocab", c.n_vocab}};
+    j["threads"] = f.threads;
+    j["isa"] = cpu::isa_name(isa);
+    j["backend"] = backend->name();
+    j["reps"] = f.reps;
+    j["prompt_tokens"] = f.prompt;
+    j["ubatch"] = f.ubatch;
+    j["gen_tokens"] = f.gen;
+    j["batch_gen_steps"] = f.batch_gen;
+    j["decode_context_tokens"] = kDecodeContext;
+    j["bandwidth_gb_per_s"] = number_or_null(peaks.bandwidth_gb_per_s);
+    j["int8_peak_gops"] = number_or_null(peaks.int8_gops);
+    j["fp32_peak_gflops"] = number_or_null(peaks.fp32_gflops);
+    j["probes"] = probes;
+    j["prefill_tokens_per_s"] = prefill->median;
+    j["prefill_ceiling_tokens_per_s"] = number_or_null(prefill_ceiling);
+    j["prefill_pct_of_ceiling"] = number_or_null(pct(prefill->median, prefill_ceiling));
+    j["decode_tokens_per_s"] = decode->median;
+    j["decode_ceiling_tokens_per_s"] = number_or_null(decode_ceiling);
+    j["decode_pct_of_ceiling"] = number_or_null(pct(decode->median, decode_ceiling));
+    Json tps = Json::object(), ceil = Json::object(), pcts = Json::object(), samples = Json::object();
+    for (const auto& [b, s] : batched) {
+      const std::string key = std::to_string(b);
+      const double cl = decode_ceiling_tokens_per_s(cost, peaks, b);
+      tps[key] = s.median;
+      ceil[key] = number_or_null(cl);
+      pcts[key] = number_or_null(pct(s.median, cl));
+      samples[key] = s.samples;
+    }
+    j["batched_decode_tokens_per_s"] = tps;
+    j["batched_decode_ceiling_tokens_per_s"] = ceil;
+    j["batched_decode_pct_of_ceiling"] = pcts;
+    j["samples"] = {{"prefill_tokens_per_s", prefill->samples},
+                    {"decode_tokens_per_s", decode->samples},
+                    {"batched_decode_tokens_per_s", samples}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+
+  auto or_dash = [](double v, const char* fmt) {
+    if (!(v > 0)) return std::string("-");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return std::string(buf);
+  };
+  std::printf("model    %s (%s, %s): %.3g B params, %.3g GB of weights; per token %.3g GB read, %.3g GOP\n",
+              info.name.c_str(), info.arch.c_str(), info.type.c_str(), static_cast<double>(info.params) / 1e9,
+              static_cast<double>(info.weight_bytes) / 1e9, static_cast<double>(cost.weight_bytes_per_token()) / 1e9,
+              2.0 * static_cast<double>(cost.macs_per_token()) / 1e9);
+  std::printf("machine  %d threads, %s: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s\n", f.threads,
+              std::string(cpu::isa_name(isa)).c_str(), or_dash(peaks.bandwidth_gb_per_s, "%.1f").c_str(),
+              or_dash(peaks.int8_gops, "%.0f").c_str(), or_dash(peaks.fp32_gflops, "%.0f").c_str());
+  std::printf("backend  %s; medians of %d reps\n\n", std::string(backend->name()).c_str(), f.reps);
+  std::printf("%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
+  auto row = [&](const std::string& test, double v, double ceiling) {
+    std::printf("%-28s %12.2f %12s %8s\n", test.c_str(), v, or_dash(ceiling, "%.2f").c_str(),
+                or_dash(pct(v, ceiling), "%.1f").c_str());
+  };
+  row("prefill " + std::to_string(f.prompt) + " (ubatch " + std::to_string(f.ubatch) + ")", prefill->median, prefill_ceiling);
+  row("decode " + std::to_string(f.gen) + " (batch 1)", decode->median, decode_ceiling);
+  for (const auto& [b, s] : batched) {
+    if (b == 1) continue;
+    row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
+        decode_ceiling_tokens_per_s(cost, peaks, b));
+  }
+  return 0;
+}
+
+}  // namespace
+
+BenchSubcommand add_bench_model(CLI::App& bench) {
+  auto f = std::make_shared<BenchModelFlags>();
+  CLI::App* app = bench.add_subcommand(
+      "model", "Prefill and decode tokens/s of a model, and each as a % of the machine's ceiling.");
+  app->add_option("-m,--model", f->model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app->add_option("-t,--threads", f->threads, "threads (probes and backend)")->check(CLI::Range(1, 1024));
+  // A string parsed here rather than CLI11's delimiter, which silently drops empty items ("1,,8").
+  app->add_option("--batch", f->batch_list, "batched-decode sizes, comma-separated (1 is the decode run)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            Result<std::vector<int64_t>> r = parse_batch_list(v);
+            return r.ok() ? std::string() : r.message();
+          },
+          "LIST", "batch list"));
+  app->add_option("--prompt", f->prompt, "prefill prompt tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app->add_option("--ubatch", f->ubatch, "prefill tokens per forward pass")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app->add_option("--gen", f->gen, "batch-1 decode tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app->add_option("--batch-gen", f->batch_gen, "decode steps per batched run")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app->add_option("--reps", f->reps, "repetitions of each test (the median is reported)")->check(CLI::Range(1, 1000));
+  app->add_option("--seed", f->seed, "seed of the random token ids");
+  app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
+  app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)");
+  app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--int8-gops", f->int8_gops, "int8 peak in GOPS instead of measuring it")->check(CLI::PositiveNumber);
+  app->add_option("--fp32-gflops", f->fp32_gflops, "f32 FMA peak in GFLOP/s instead of measuring it")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--probe-mib", f->probe_mib, "bandwidth probe: MiB of arrays in all")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app->add_option("--probe-reps", f->probe_reps, "repetitions of each probe (the best is the peak)")
+      ->check(CLI::Range(1, 1000));
+  app->add_option("--probe-ms", f->probe_ms, "compute probes: milliseconds per repetition")
+      ->check(CLI::Range(0.1, 60000.0));
+  return {app, [f] {
+            f->batches = *parse_batch_list(f->batch_list);  // the validator has accepted it
+            return run_bench_model(*f);
+          }};
+}
+
+}  // namespace th::cli

@@ -1,0 +1,302 @@
+// The matmul kernel families for Q8_0, Q4_0, F32, F16 and BF16 weights, every
+// ISA this CPU runs, against plain references computed here:
+//  - exact: dequantize_row of the weights and of the converted activations,
+//    dotted in double. A kernel accumulates in f32, so it must be within
+//    kRelTol of sum |w| |x| of that.
+//  - true: the weights against the f32 activations, within the activation
+//    quantization error (half a step of each Q8_0 block, plus its fp16 scale's
+//    rounding) on top.
+//  - generic: every ISA variant agrees with the generic one.
+// Shapes are odd on purpose (rows not a multiple of the tile, row ranges not
+// starting at 0, activation rows and outputs not contiguous).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "tensor/dtype.h"
+#include "tensor/half.h"
+#include "tensor/quant.h"
+
+namespace th::cpu {
+namespace {
+
+constexpr double kRelTol = 1e-5;
+
+bool has_isa(Isa isa) {
+  const auto& v = available_isas();
+  return std::find(v.begin(), v.end(), isa) != v.end();
+}
+
+std::string skip_reason(Isa isa) {
+  return std::string(isa_name(isa)) +
+         " is not available on this CPU (AVX-512 needs F, BW, VL, DQ and VNNI); its variants compile but cannot "
+         "run here";
+}
+
+struct Case {
+  DType weight;
+  Isa isa;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  return std::string(dtype_name(info.param.weight)) + "_" + std::string(isa_name(info.param.isa));
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16})
+    for (Isa i : {Isa::Generic, Isa::Avx2, Isa::Avx512}) v.push_back({t, i});
+  return v;
+}
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// Values of varied magnitude: most N(0, 1), some blocks scaled up or down by 2^±8, so
+// per-block scales differ as they do in real activations.
+std::vector<float> random_values(std::mt19937& rng, int64_t n, float scale) {
+  std::normal_distribution<float> g(0.0f, scale);
+  std::uniform_int_distribution<int> pick(0, 7);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; b += 32) {
+    const int p = pick(rng);
+    const float s = p == 0 ? 256.0f : p == 1 ? 1.0f / 256 : 1.0f;
+    for (int64_t i = b; i < std::min(n, b + 32); ++i) v[i] = g(rng) * s;
+  }
+  return v;
+}
+
+// One product set up with padded strides: W rows, activation rows and outputs all
+// further apart than their contents.
+struct Problem {
+  DType wt, at;
+  int64_t rows, cols, n_tokens, r0, r1;
+  size_t w_row_bytes, act_row_bytes;
+  int64_t y_stride;
+  std::vector<uint8_t> w;
+  std::vector<float> x;  // f32 activations, n_tokens x cols
+  std::vector<uint8_t> act;
+
+  Problem(const MatmulKernel& k, int64_t rows_, int64_t cols_, int64_t n_tokens_, std::mt19937& rng)
+      : wt(k.weight), at(k.act), rows(rows_), cols(cols_), n_tokens(n_tokens_) {
+    r0 = rows / 3;
+    r1 = rows > 3 ? rows - 1 : rows;
+    w_row_bytes = row_bytes(wt, cols) + 16;
+    act_row_bytes = row_bytes(at, cols) + 64;
+    y_stride = rows + 5;
+    w.assign(w_row_bytes * rows, 0xAB);
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> wf = random_values(rng, cols, 0.05f);
+      quantize_row(wt, wf.data(), w.data() + r * w_row_bytes, cols);
+    }
+    x.resize(static_cast<size_t>(n_tokens * cols));
+    act.assign(act_row_bytes * n_tokens, 0xCD);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const std::vector<float> xt = random_values(rng, cols, 1.0f);
+      std::copy(xt.begin(), xt.end(), x.begin() + t * cols);
+      k.convert_act(xt.data(), act.data() + t * act_row_bytes, cols);
+    }
+  }
+
+  std::vector<float> run(const MatmulKernel& k) const {
+    std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), std::numeric_limits<float>::quiet_NaN());
+    k.gemm(w.data(), w_row_bytes, cols, r0, r1, act.data(), act_row_bytes, n_tokens, y.data(), y_stride);
+    return y;
+  }
+};
+
+class MatmulKernelTest : public testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!has_isa(GetParam().isa)) GTEST_SKIP() << skip_reason(GetParam().isa);
+    kernel_ = find_matmul_kernel(GetParam().weight, GetParam().isa);
+    generic_ = find_matmul_kernel(GetParam().weight, Isa::Generic);
+    ASSERT_NE(kernel_, nullptr);
+    ASSERT_NE(generic_, nullptr);
+  }
+  const MatmulKernel* kernel_ = nullptr;
+  const MatmulKernel* generic_ = nullptr;
+};
+
+TEST_P(MatmulKernelTest, KernelDescribesItself) {
+  EXPECT_EQ(kernel_->weight, GetParam().weight);
+  EXPECT_EQ(kernel_->isa, GetParam().isa);
+  EXPECT_EQ(kernel_->act, is_float(GetParam().weight) ? DType::F32 : DType::Q8_0);
+  EXPECT_NE(kernel_->convert_act, nullptr);
+  EXPECT_NE(kernel_->gemm, nullptr);
+}
+
+TEST_P(MatmulKernelTest, MatchesReferenceOnOddShapes) {
+  const DType wt = GetParam().weight;
+  std::vector<int64_t> col_set = {32, 96, 320, 4096};
+  if (is_float(wt)) col_set.insert(col_set.end(), {1, 7, 33, 100});
+  std::mt19937 rng(1234 + static_cast<int>(wt) * 7 + static_cast<int>(GetParam().isa));
+  for (int64_t rows : {1, 3, 17, 67}) {
+    for (int64_t cols : col_set) {
+      for (int64_t n_tokens : {1, 2, 3, 5, 8, 13}) {
+        SCOPED_TRACE(testing::Message() << "rows " << rows << " cols " << cols << " tokens " << n_tokens);
+        const Problem p(*kernel_, rows, cols, n_tokens, rng);
+        const std::vector<float> y = p.run(*kernel_);
+        const std::vector<float> yg = p.run(*generic_);
+        std::vector<float> wf(static_cast<size_t>(cols)), xq(static_cast<size_t>(cols));
+        int bad = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(wt, p.w.data() + r * p.w_row_bytes, wf.data(), cols);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            const float yv = y[t * p.y_stride + r];
+            if (r < p.r0 || r >= p.r1) {
+              EXPECT_TRUE(std::isnan(yv)) << "row " << r << " outside [r0, r1) was written";
+              continue;
+            }
+            const float* xt = p.x.data() + t * cols;
+            dequantize_row(p.at, p.act.data() + t * p.act_row_bytes, xq.data(), cols);
+            double exact = 0, mag = 0, truth = 0, qerr = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              exact += static_cast<double>(wf[c]) * xq[c];
+              mag += std::fabs(static_cast<double>(wf[c]) * xq[c]);
+              truth += static_cast<double>(wf[c]) * xt[c];
+            }
+            if (p.at == DType::Q8_0) {
+              // |x - q d16| <= d / 2 + 127 |d - d16|, with |d - d16| <= 2^-11 d: under 0.57 d per element.
+              for (int64_t b = 0; b < cols; b += 32) {
+                float amax = 0, wsum = 0;
+                for (int64_t c = b; c < b + 32; ++c) {
+                  amax = std::max(amax, std::fabs(xt[c]));
+                  wsum += std::fabs(wf[c]);
+                }
+                qerr += 0.57 * amax / 127 * wsum;
+              }
+            }
+            const double tol = kRelTol * mag + 1e-30;
+            const bool ok = std::fabs(yv - exact) <= tol && std::fabs(yv - truth) <= qerr + 2 * tol &&
+                            std::fabs(yv - yg[t * p.y_stride + r]) <= 2 * tol;
+            if (!ok && ++bad <= 5) {
+              ADD_FAILURE() << "row " << r << " token " << t << ": got " << yv << ", exact " << exact << ", true "
+                            << truth << " (quantization bound " << qerr << "), generic " << yg[t * p.y_stride + r]
+                            << ", tolerance " << tol;
+            }
+          }
+        }
+        // Padding between outputs stays untouched.
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t r = rows; r < p.y_stride; ++r) EXPECT_TRUE(std::isnan(y[t * p.y_stride + r]));
+      }
+    }
+  }
+}
+
+TEST_P(MatmulKernelTest, EmptyRangeWritesNothing) {
+  std::mt19937 rng(7);
+  const int64_t cols = is_float(GetParam().weight) ? 40 : 64;
+  const Problem p(*kernel_, 4, cols, 3, rng);
+  std::vector<float> y(static_cast<size_t>(3 * p.y_stride), -1.0f);
+  kernel_->gemm(p.w.data(), p.w_row_bytes, cols, 2, 2, p.act.data(), p.act_row_bytes, 3, y.data(), p.y_stride);
+  for (float v : y) EXPECT_EQ(v, -1.0f);
+}
+
+// convert_act writes exactly what the reference does: quantize_row(Q8_0) for the
+// integer families (ties, nan, inf, subnormal and overflowing scales included) and
+// the row itself for the float ones.
+TEST_P(MatmulKernelTest, ConvertActMatchesReferenceBytes) {
+  const MatmulKernel& k = *kernel_;
+  std::mt19937 rng(99);
+  std::vector<std::vector<float>> rows;
+  for (int64_t n : {32, 64, 4096}) rows.push_back(random_values(rng, n, 1.0f));
+  // Ties: with amax 127, d = 1 and x * id = x, so x.5 must round away from zero.
+  std::vector<float> ties(32);
+  for (int i = 0; i < 32; ++i) ties[i] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i) + 0.5f);
+  ties[31] = 127.0f;
+  rows.push_back(ties);
+  // Just under a tie, where adding 0.5 and truncating would go wrong.
+  std::vector<float> under(32, 0.49999997f);
+  under[0] = 127.0f;
+  under[1] = -0.49999997f;
+  rows.push_back(under);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special(32 * 6, 0.0f);  // block 0: all zero
+  special[32] = nan;                          // block 1: a nan among normal values
+  for (int i = 33; i < 64; ++i) special[i] = 0.1f * i;
+  special[64] = inf;  // block 2: an inf
+  special[65] = -3.0f;
+  for (int i = 96; i < 128; ++i) special[i] = 1e-41f * (i - 100);   // block 3: subnormal f32
+  for (int i = 128; i < 160; ++i) special[i] = 1e10f * (i - 140);   // block 4: scale past f16's range
+  for (int i = 160; i < 192; ++i) special[i] = 3e-6f * (i - 170);  // block 5: f16-subnormal scale
+  rows.push_back(special);
+  for (const std::vector<float>& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    std::vector<uint8_t> want(row_bytes(k.act, n)), got(row_bytes(k.act, n), 0x5A);
+    quantize_row(k.act, x.data(), want.data(), n);
+    k.convert_act(x.data(), got.data(), n);
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (want[i] != got[i]) {
+        ADD_FAILURE() << "n " << n << ": byte " << i << " is " << int{got[i]} << ", reference " << int{want[i]};
+        break;
+      }
+    }
+  }
+}
+
+// Large gemms against the generic variant: rows of 14336 columns (the widest Llama
+// FFN: several column chunks), and many rows and tokens (several row panels and token
+// panels, with a partial last group of blocks).
+void expect_agrees_with_generic(const MatmulKernel& kernel, const MatmulKernel& generic, int64_t rows, int64_t cols,
+                                int64_t n_tokens) {
+  std::mt19937 rng(5);
+  const Problem p(kernel, rows, cols, n_tokens, rng);
+  const std::vector<float> y = p.run(kernel), yg = p.run(generic);
+  std::vector<float> wf(static_cast<size_t>(cols)), xq(static_cast<size_t>(cols));
+  int bad = 0;
+  for (int64_t r = p.r0; r < p.r1; ++r) {
+    dequantize_row(p.wt, p.w.data() + r * p.w_row_bytes, wf.data(), p.cols);
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      dequantize_row(p.at, p.act.data() + t * p.act_row_bytes, xq.data(), p.cols);
+      double mag = 0;
+      for (int64_t c = 0; c < p.cols; ++c) mag += std::fabs(static_cast<double>(wf[c]) * xq[c]);
+      const float a = y[t * p.y_stride + r], b = yg[t * p.y_stride + r];
+      if (!(std::fabs(a - b) <= 2 * kRelTol * mag) && ++bad <= 5)
+        ADD_FAILURE() << "row " << r << " token " << t << ": " << a << " vs generic " << b << " (sum |w x| " << mag << ")";
+    }
+  }
+}
+
+TEST_P(MatmulKernelTest, AgreesWithGenericOnManyRowsAndTokens) {
+  expect_agrees_with_generic(*kernel_, *generic_, 150, 4096 + 96, 75);
+}
+
+TEST_P(MatmulKernelTest, AgreesWithGenericOnWideRows) {
+  std::mt19937 rng(5);
+  const Problem p(*kernel_, 9, 14336, 17, rng);
+  const std::vector<float> y = p.run(*kernel_), yg = p.run(*generic_);
+  std::vector<float> wf(14336), xq(14336);
+  for (int64_t r = p.r0; r < p.r1; ++r) {
+    dequantize_row(p.wt, p.w.data() + r * p.w_row_bytes, wf.data(), p.cols);
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      dequantize_row(p.at, p.act.data() + t * p.act_row_bytes, xq.data(), p.cols);
+      double mag = 0;
+      for (int64_t c = 0; c < p.cols; ++c) mag += std::fabs(static_cast<double>(wf[c]) * xq[c]);
+      EXPECT_NEAR(y[t * p.y_stride + r], yg[t * p.y_stride + r], 2 * kRelTol * mag) << "row " << r << " token " << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matmul, MatmulKernelTest, testing::ValuesIn(all_cases()), case_name);
+
+TEST(MatmulRegistry, EveryFamilyHasEveryIsa) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16})
+    for (Isa i : {Isa::Generic, Isa::Avx2, Isa::Avx512}) EXPECT_NE(find_matmul_kernel(t, i), nullptr) << dtype_name(t);
+}
+
+TEST(MatmulRegistry, GenericIsAlwaysAvailable) {
+  ASSERT_FALSE(available_isas().empty());
+  EXPECT_EQ(available_isas().front(), Isa::Generic);
+  EXPECT_TRUE(has_isa(best_isa()));
+}
+
+}  // namespace
+}  // namespace th::cpu

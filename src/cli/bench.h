@@ -1,5 +1,5 @@
 // `tokenhive bench SUBCOMMAND`: one verb, a CLI11 subcommand per thing measured
-// (`model` now; `serve` later). Each subcommand adds itself to the verb's app
+// (`model`, `engine`). Each subcommand adds itself to the verb's app
 // and hands back what runs it once the flags are parsed.
 #pragma once
 
@@ -16,5 +16,7 @@ struct BenchSubcommand {
 
 /// @brief `bench model`: prefill and decode speed of a model against the machine's limits.
 BenchSubcommand add_bench_model(CLI::App& bench);
+/// @brief `bench engine`: the serving engine's prefix reuse, priorities under overload, concurrent streams.
+BenchSubcommand add_bench_engine(CLI::App& bench);
 
 }  // namespace th::cli

@@ -1,4 +1,4 @@
-// tokenhive bench-engine: the serving engine under load, three scenarios.
+// tokenhive bench engine: the serving engine under load, three scenarios.
 //   prefix      a repeated N-token prompt: time to first token, cold then with its prefix cached
 //   priority    high-priority requests' time to first token alone, then under a flood of
 //               low-priority ones (the lows' too)
@@ -7,6 +7,8 @@
 //   tokenhive mkmodel --shape custom --dim 256 --layers 4 --heads 4 --ffn 768 --type q8_0 -o mid.gguf
 //   tokenhive mkmodel --shape 1.1b --type q4_0 -o tinyllama-q4_0.gguf
 #include <CLI/CLI.hpp>
+
+#include <memory>
 
 #include <algorithm>
 #include <chrono>
@@ -18,8 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "cli/parse_flags.h"
-#include "cli/verbs.h"
+#include "cli/bench.h"
 #include "engine/engine.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
@@ -42,10 +43,15 @@ struct BenchOptions {
   int64_t token_budget = 512;
   std::string kv_type = "f32";
   uint64_t seed = 1;
+  int threads = 0;                // 0: one per physical core
 };
 
 // The one place the benchmark builds its backend.
-std::unique_ptr<Backend> make_bench_backend() { return make_cpu_backend(); }
+std::unique_ptr<Backend> make_bench_backend(const BenchOptions& o) {
+  CpuBackendOptions b;
+  b.n_threads = o.threads;
+  return make_cpu_backend(b);
+}
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -202,7 +208,11 @@ class Bench {
   Status throughput() {
     constexpr int64_t kPrompt = 16;
     const int64_t per_seq = (kPrompt + o_.gen_tokens) / o_.block_size + 2;
-    auto measure = [&](int64_t streams) -> Result<double> {
+    struct Rates {
+      double end_to_end = 0;  // generated tokens / wall time from submission (prefill included)
+      double decode = 0;      // generated tokens / wall time once every stream had its first token
+    };
+    auto measure = [&](int64_t streams) -> Result<Rates> {
       TH_ASSIGN_OR_RETURN(auto e, engine(streams * per_seq, streams, std::max<int64_t>(o_.token_budget, streams)));
       std::mt19937_64 rng(o_.seed);
       std::vector<RequestStream> ss;
@@ -212,18 +222,37 @@ class Bench {
                             e->submit(request(random_prompt(rng, kPrompt, model_.config().n_vocab), o_.gen_tokens)));
         ss.push_back(std::move(s));
       }
-      while (e->has_work()) TH_RETURN_IF_ERROR(e->step());
-      const double secs = since(t0);
-      return static_cast<double>(e->stats().tokens_generated) / secs;
+      std::vector<uint8_t> started(ss.size(), 0);
+      int64_t n_started = 0, g1 = 0;
+      Clock::time_point t1 = t0;
+      while (e->has_work()) {
+        TH_RETURN_IF_ERROR(e->step());
+        for (size_t i = 0; i < ss.size(); ++i)
+          if (!ss[i].drain().empty() && !started[i]) {
+            started[i] = 1;
+            ++n_started;
+          }
+        if (n_started == streams && g1 == 0) {
+          t1 = Clock::now();
+          g1 = e->stats().tokens_generated;
+        }
+      }
+      const int64_t g2 = e->stats().tokens_generated;
+      Rates r;
+      r.end_to_end = static_cast<double>(g2) / since(t0);
+      r.decode = g2 > g1 ? static_cast<double>(g2 - g1) / since(t1) : 0.0;
+      return r;
     };
-    TH_ASSIGN_OR_RETURN(double one, measure(1));
-    TH_ASSIGN_OR_RETURN(double many, measure(o_.streams));
+    TH_ASSIGN_OR_RETURN(Rates one, measure(1));
+    TH_ASSIGN_OR_RETURN(Rates many, measure(o_.streams));
     std::printf("throughput: %lld-token prompts, %lld generated tokens per stream, backend %.*s\n",
                 static_cast<long long>(kPrompt), static_cast<long long>(o_.gen_tokens),
                 static_cast<int>(backend_.name().size()), backend_.name().data());
-    std::printf("  1 stream      %9.2f generated tokens/s\n", one);
-    std::printf("  %lld streams    %9.2f generated tokens/s aggregate  (%.2fx one stream)\n",
-                static_cast<long long>(o_.streams), many, many / one);
+    std::printf("  %-10s %12s %14s\n", "streams", "decode t/s", "end-to-end t/s");
+    std::printf("  %-10d %12.2f %14.2f\n", 1, one.decode, one.end_to_end);
+    std::printf("  %-10lld %12.2f %14.2f\n", static_cast<long long>(o_.streams), many.decode, many.end_to_end);
+    std::printf("  aggregate vs one stream: %.2fx decoding, %.2fx end to end\n", many.decode / one.decode,
+                many.end_to_end / one.end_to_end);
     return ok_status();
   }
 
@@ -235,35 +264,18 @@ class Bench {
 };
 
 int fail(const std::string& m) {
-  std::fprintf(stderr, "tokenhive bench-engine: %s\n", m.c_str());
+  std::fprintf(stderr, "tokenhive bench engine: %s\n", m.c_str());
   return 1;
 }
 
-}  // namespace
-
-int run_bench_engine(int argc, char** argv) {
-  CLI::App app{"Benchmark the serving engine: prefix reuse, priorities under overload, concurrent streams.",
-               "tokenhive bench-engine"};
-  BenchOptions o;
-  app.add_option("-m,--model", o.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
-  app.add_option("--scenario", o.scenario, "prefix | priority | throughput | all")
-      ->check(CLI::IsMember({"prefix", "priority", "throughput", "all"}));
-  app.add_option("--prompt-tokens", o.prompt_tokens, "prefix: the repeated prompt's length")->check(CLI::Range(2, 1 << 20));
-  app.add_option("--streams", o.streams, "throughput: concurrent streams")->check(CLI::Range(1, 4096));
-  app.add_option("--gen-tokens", o.gen_tokens, "throughput: tokens each stream generates")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--block-size", o.block_size, "KV block size (positions)")->check(CLI::Range(1, 4096));
-  app.add_option("--budget", o.token_budget, "tokens per forward pass (prefix, throughput)")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--kv-type", o.kv_type, "f32 | f16 | bf16 | q8_0")->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
-  app.add_option("--seed", o.seed, "prompts' random seed");
-  if (std::optional<int> rc = parse_flags(app, "bench-engine", argc, argv)) return *rc;
+int run_bench_engine(const BenchOptions& o) {
   const DType kv_type = o.kv_type == "f16" ? DType::F16 : o.kv_type == "bf16" ? DType::BF16
                         : o.kv_type == "q8_0" ? DType::Q8_0 : DType::F32;
-
   Result<std::string> path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.message());
   Result<GgufFile> file = GgufFile::open(*path);
   if (!file.ok()) return fail(file.message());
-  std::unique_ptr<Backend> backend = make_bench_backend();
+  std::unique_ptr<Backend> backend = make_bench_backend(o);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
   if (!model.ok()) return fail(model.message());
   const ModelConfig& c = (*model)->config();
@@ -279,6 +291,27 @@ int run_bench_engine(int argc, char** argv) {
     std::fflush(stdout);
   }
   return 0;
+}
+
+}  // namespace
+
+BenchSubcommand add_bench_engine(CLI::App& bench) {
+  auto f = std::make_shared<BenchOptions>();
+  BenchOptions& o = *f;
+  CLI::App* app = bench.add_subcommand(
+      "engine", "The serving engine: prefix reuse, priorities under overload, concurrent streams.");
+  app->add_option("-m,--model", o.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app->add_option("--scenario", o.scenario, "prefix | priority | throughput | all")
+      ->check(CLI::IsMember({"prefix", "priority", "throughput", "all"}));
+  app->add_option("--prompt-tokens", o.prompt_tokens, "prefix: the repeated prompt's length")->check(CLI::Range(2, 1 << 20));
+  app->add_option("--streams", o.streams, "throughput: concurrent streams")->check(CLI::Range(1, 4096));
+  app->add_option("--gen-tokens", o.gen_tokens, "throughput: tokens each stream generates")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--block-size", o.block_size, "KV block size (positions)")->check(CLI::Range(1, 4096));
+  app->add_option("--budget", o.token_budget, "tokens per forward pass (prefix, throughput)")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--kv-type", o.kv_type, "f32 | f16 | bf16 | q8_0")->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+  app->add_option("--seed", o.seed, "prompts' random seed");
+  app->add_option("-t,--threads", o.threads, "compute threads; 0: one per physical core")->check(CLI::Range(0, 1024));
+  return {app, [f] { return run_bench_engine(*f); }};
 }
 
 }  // namespace th::cli

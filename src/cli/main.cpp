@@ -16,15 +16,13 @@ struct Verb {
 constexpr Verb kVerbs[] = {
     {"generate", "generate text from a model", th::cli::run_generate},
     {"mkmodel", "write a synthetic Llama GGUF model of a real shape", th::cli::run_mkmodel},
-    {"bench", "measure speed against the machine's limits (bench model)", th::cli::run_bench},
-    {"bench-engine", "benchmark the serving engine (prefix reuse, priorities, concurrent streams)",
-     th::cli::run_bench_engine},
+    {"bench", "measure speed against the machine's limits (bench model, bench engine)", th::cli::run_bench},
 };
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: tokenhive <verb> [options]\n\nverbs:\n");
   for (const Verb& v : kVerbs)
-    std::fprintf(out, "  %-12.*s %.*s\n", static_cast<int>(v.name.size()), v.name.data(),
+    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(v.name.size()), v.name.data(),
                  static_cast<int>(v.help.size()), v.help.data());
   std::fprintf(out, "\n'tokenhive <verb> --help' for a verb's options.\n");
 }

@@ -7,6 +7,5 @@ namespace th::cli {
 int run_generate(int argc, char** argv);
 int run_mkmodel(int argc, char** argv);
 int run_bench(int argc, char** argv);
-int run_bench_engine(int argc, char** argv);
 
 }  // namespace th::cli

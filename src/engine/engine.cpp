@@ -58,12 +58,11 @@ Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, Backend& backe
   int64_t len = config.max_model_len > 0 ? config.max_model_len : c.n_ctx_train;
   len = std::min(len, config.kv.primary_blocks * config.kv.block_size);
   if (!config.scheduler) config.scheduler = std::make_shared<PriorityScheduler>();
-  return std::unique_ptr<Engine>(new Engine(model, backend, std::move(config), std::move(kv), len));
+  return std::unique_ptr<Engine>(new Engine(model, std::move(config), std::move(kv), len));
 }
 
-Engine::Engine(LlamaModel& model, Backend& backend, EngineConfig config, std::unique_ptr<KvCacheManager> kv,
-               int64_t max_model_len)
-    : model_(&model), backend_(&backend), config_(std::move(config)), scheduler_(config_.scheduler),
+Engine::Engine(LlamaModel& model, EngineConfig config, std::unique_ptr<KvCacheManager> kv, int64_t max_model_len)
+    : model_(&model), config_(std::move(config)), scheduler_(config_.scheduler),
       kv_(std::move(kv)), max_model_len_(max_model_len), start_time_(Clock::now()),
       signal_(std::make_shared<EngineSignal>()) {
   publish_stats();

@@ -83,8 +83,7 @@ class Engine {
   const EngineConfig& config() const { return config_; }
 
  private:
-  Engine(LlamaModel& model, Backend& backend, EngineConfig config, std::unique_ptr<KvCacheManager> kv,
-         int64_t max_model_len);
+  Engine(LlamaModel& model, EngineConfig config, std::unique_ptr<KvCacheManager> kv, int64_t max_model_len);
   Status step_impl();
   void take_submissions();
   void reap_cancelled_and_expired(Clock::time_point now);
@@ -99,7 +98,6 @@ class Engine {
   double seconds_since_start(Clock::time_point t) const;
 
   LlamaModel* model_;
-  Backend* backend_;
   EngineConfig config_;
   std::shared_ptr<const Scheduler> scheduler_;
   std::unique_ptr<KvCacheManager> kv_;

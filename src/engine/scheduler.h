@@ -81,7 +81,7 @@ class Scheduler {
 ///
 /// `low_priority_prompt_tokens` > 0 caps the prompt tokens per step of low-priority work
 /// (priority > 0). A step cannot be interrupted, so a high-priority arrival first waits for the
-/// step in flight; capping low-priority prompt chunks keeps that step short (the bench-engine
+/// step in flight; capping low-priority prompt chunks keeps that step short (the bench engine
 /// priority scenario shows the effect), at the price of more, smaller steps for low prompts.
 class PriorityScheduler final : public Scheduler {
  public:

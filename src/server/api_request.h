@@ -1,0 +1,91 @@
+// The API's request bodies, parsed and validated once: POST /v1/completions,
+// /v1/chat/completions (OpenAI's schemas, with vLLM's extensions) and
+// /v1/generate (the native endpoint). Text is not tokenized here; the
+// service does that with the model's tokenizer and chat template. Every field
+// is checked for type, range and length, and a bad one is a 400 that names it
+// (OpenAI's `param`), never a silent default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "server/http_response.h"
+
+namespace th::server {
+
+enum class ApiEndpoint : uint8_t {
+  Completions,      // POST /v1/completions
+  ChatCompletions,  // POST /v1/chat/completions
+  Generate,         // POST /v1/generate (native)
+};
+
+/// @brief One prompt of a completions request: text, or token ids as sent.
+struct ApiPrompt {
+  bool is_tokens = false;
+  std::string text;             // when !is_tokens (valid UTF-8)
+  std::vector<int32_t> tokens;  // when is_tokens (each >= 0; the service checks < n_vocab)
+};
+
+/// @brief Limits the parser enforces (beyond the HTTP server's body limit).
+struct ApiRequestLimits {
+  size_t max_prompts = 64;        // entries of a prompt list
+  size_t max_messages = 1024;     // chat messages
+  int32_t max_n = 16;             // choices per request
+  int32_t max_logprobs = 20;      // completions' logprobs, chat's top_logprobs
+  size_t max_stop = 4;            // stop strings (OpenAI's limit)
+  size_t max_stop_bytes = 256;    // per stop string
+  size_t max_stop_token_ids = 64;
+  int64_t max_tokens = 1 << 20;   // a larger max_tokens is a 400
+};
+
+/// @brief A validated request. Sampling defaults are OpenAI's (temperature 1,
+/// top_p 1, top_k off, min_p off, no penalties), not llama.cpp's CLI ones.
+struct ApiRequest {
+  ApiEndpoint endpoint = ApiEndpoint::Completions;
+  std::string model;  // empty when absent (allowed only on /v1/generate)
+
+  // Completions and generate: one prompt or several (each gets n choices).
+  std::vector<ApiPrompt> prompts;
+  // Chat: the messages as sent (an array of objects, each with a string
+  // "role"; "content" a string, null, or an array of {"type":"text","text":..}
+  // parts, which the parser has joined into one string). Other keys
+  // (name, tool_calls, ...) are kept for the template.
+  nlohmann::ordered_json messages;
+  bool add_generation_prompt = true;  // chat (vLLM's extension)
+
+  int64_t max_tokens = -1;  // -1: not given (completions: 16, as OpenAI; chat/generate: until the context is full)
+  SamplingParams sampling;  // temperature, top_p, top_k, min_p, repetition_penalty, presence/frequency_penalty, seed
+  bool seed_given = false;  // else the service picks a random seed (and reports it on /v1/generate)
+  std::vector<std::string> stop;         // stop strings, non-empty, at most max_stop
+  std::vector<int32_t> stop_token_ids;   // vLLM's extension
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage (only with stream)
+  // Completions: "logprobs": k in 0..max_logprobs. Chat: "logprobs": true and
+  // "top_logprobs": k give k here; logprobs false/absent gives -1.
+  int32_t logprobs = -1;
+  bool echo = false;  // completions: the prompt is prepended to the text
+  std::string user;
+  bool ignore_eos = false;  // vLLM's extension
+  int32_t priority = 0;     // "high" | "normal" | "low" or an integer (lower = more important)
+  ComputeType compute_type = ComputeType::Auto;  // "fp32" | "fp16" | "bf16" | "fp8" | "auto"
+  bool return_token_ids = false;  // native extension: token ids in responses and stream events
+};
+
+/// @brief The request, or the 400 that says which field is wrong (param set).
+using ApiParseResult = std::variant<ApiRequest, ApiError>;
+
+/// @brief Parses and validates a request body for `endpoint`. Unknown fields
+/// are ignored (as OpenAI does); a known field of the wrong type or out of
+/// range, invalid JSON, invalid UTF-8, or a missing required field is an
+/// error.
+ApiParseResult parse_api_request(ApiEndpoint endpoint, std::string_view body,
+                                 const ApiRequestLimits& limits = {});
+
+}  // namespace th::server

@@ -1,0 +1,49 @@
+#include "server/stop_strings.h"
+
+#include <algorithm>
+
+namespace th::server {
+
+StopStringFilter::StopStringFilter(std::vector<std::string> stops) {
+  for (std::string& s : stops)
+    if (!s.empty()) stops_.push_back(std::move(s));
+}
+
+std::string StopStringFilter::push(std::string_view text) {
+  if (stopped_) return {};
+  held_.append(text);
+  // Everything before held_ was released because no stop string could start there, so a
+  // stop string, if any, starts inside held_: the earliest one wins.
+  size_t first = std::string::npos;
+  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, first);
+    held_.clear();
+    return out;
+  }
+  // Keep the longest tail that is a proper prefix of some stop string. Stop strings are
+  // valid UTF-8, so such a tail starts on a character boundary and the release never
+  // splits a character.
+  size_t keep = 0;
+  for (const std::string& s : stops_) {
+    for (size_t k = std::min(held_.size(), s.size() - 1); k > keep; --k) {
+      if (std::string_view(held_).substr(held_.size() - k) == std::string_view(s).substr(0, k)) {
+        keep = k;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopStringFilter::flush() {
+  if (stopped_) return {};
+  std::string out = std::move(held_);
+  held_.clear();
+  return out;
+}
+
+}  // namespace th::server

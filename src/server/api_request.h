@@ -42,7 +42,21 @@ struct ApiRequestLimits {
   size_t max_stop_bytes = 256;    // per stop string
   size_t max_stop_token_ids = 64;
   int64_t max_tokens = 1 << 20;   // a larger max_tokens is a 400
+  size_t max_depth = 64;          // nested arrays/objects; checked while parsing, before any deeper value exists
+  size_t max_model_bytes = 256;
+  size_t max_user_bytes = 256;
 };
+
+/// @brief OpenAI's sampling defaults: temperature 1, top_p 1, top_k and min_p
+/// off, no penalties (SamplingParams' own defaults are llama.cpp's CLI ones).
+inline SamplingParams openai_sampling_defaults() {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  return p;
+}
 
 /// @brief A validated request. Sampling defaults are OpenAI's (temperature 1,
 /// top_p 1, top_k off, min_p off, no penalties), not llama.cpp's CLI ones.
@@ -60,7 +74,7 @@ struct ApiRequest {
   bool add_generation_prompt = true;  // chat (vLLM's extension)
 
   int64_t max_tokens = -1;  // -1: not given (completions: 16, as OpenAI; chat/generate: until the context is full)
-  SamplingParams sampling;  // temperature, top_p, top_k, min_p, repetition_penalty, presence/frequency_penalty, seed
+  SamplingParams sampling = openai_sampling_defaults();  // temperature, top_p, top_k, min_p, repetition_penalty, presence/frequency_penalty, seed
   bool seed_given = false;  // else the service picks a random seed (and reports it on /v1/generate)
   std::vector<std::string> stop;         // stop strings, non-empty, at most max_stop
   std::vector<int32_t> stop_token_ids;   // vLLM's extension

@@ -23,6 +23,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# promtool checks the /metrics page (tests/unit/server/serving_metrics_test.cpp); Debian
+# packages it in prometheus. Without its recommends (node exporter and the like): only the
+# tool is needed, and the server it brings is not started.
+if ! command -v promtool >/dev/null; then
+  echo "setup: installing prometheus (for promtool)"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+
 # The test oracles (tests/oracle/*.mjs) are npm packages: @huggingface/jinja,
 # the reference renderer the chat-template tests compare against. Node.js comes
 # with the machine; Debian's nodejs and npm are the fallback.

@@ -259,6 +259,7 @@ void Engine::finish(Sequence& s, FinishReason why, TokenEvent last, std::string 
   last.finish = why;
   last.error = std::move(error);
   s.metrics.n_generated = s.n_generated();
+  s.metrics.e2e_seconds = seconds(Clock::now() - s.submitted);
   s.channel->finish(std::move(last), s.metrics);
   ++counters_.finished;
   if (why == FinishReason::Cancelled) ++counters_.cancelled;

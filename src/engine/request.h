@@ -66,6 +66,7 @@ struct TokenEvent {
 struct RequestMetrics {
   double queue_seconds = -1;  // submission to first step that computed any of it
   double ttft_seconds = -1;   // submission to first generated token
+  double e2e_seconds = -1;    // submission to the end of its stream (every finish reason)
   std::vector<double> inter_token_seconds;  // between consecutive generated tokens
   int64_t n_prompt = 0, n_generated = 0;
   int64_t n_preemptions = 0;

@@ -207,6 +207,34 @@ TEST_F(EngineTest, RepeatedPromptReusesItsPrefix) {
   EXPECT_NEAR(st.prefix_hit_rate(), 56.0 / 122.0, 1e-9);
 }
 
+TEST_F(EngineTest, MetricsCoverTheRequestEndToEnd) {
+  auto e = make(small_pool(l_, 32, 0));
+  auto a = e->submit(greedy({1, 5, 6, 7}, 6));
+  ASSERT_TRUE(a.ok());
+  test::run_until_idle(*e);
+  Collected c;
+  test::collect(*a, c);
+  const RequestMetrics m = a->metrics();
+  ASSERT_GE(m.queue_seconds, 0.0);
+  ASSERT_GE(m.ttft_seconds, m.queue_seconds);
+  EXPECT_GE(m.e2e_seconds, m.ttft_seconds);
+  double gaps = 0;
+  for (double g : m.inter_token_seconds) gaps += g;
+  EXPECT_GE(m.e2e_seconds, m.ttft_seconds + gaps - 1e-9);
+  EXPECT_EQ(m.n_generated, 6);
+
+  // A request that ends before its first token still gets its end-to-end time.
+  GenerateRequest late = greedy({1, 5}, 50);
+  late.deadline = Engine::Clock::now() - std::chrono::seconds(1);
+  auto b = e->submit(late);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(e->step().ok());
+  Collected cb;
+  test::collect(*b, cb);
+  EXPECT_LT(b->metrics().ttft_seconds, 0.0);
+  EXPECT_GE(b->metrics().e2e_seconds, 0.0);
+}
+
 TEST_F(EngineTest, CancelAndDroppedStreamsFreeEverything) {
   auto e = make(small_pool(l_, 32, 0));
   auto a = e->submit(greedy({1, 5, 6, 7}, 50));

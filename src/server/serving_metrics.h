@@ -1,0 +1,107 @@
+// The metrics `GET /metrics` serves for `tokenhive serve`, in Prometheus' text
+// format. The API layer feeds them: record_request when a request's stream
+// finishes, record_rejected when it refuses one before the engine runs it, and
+// set_engine / set_http with the latest snapshots just before rendering.
+//
+// Requests: tokenhive_requests_total{outcome} counts requests the engine ran to
+// an end (outcome = the finish reason: stop, length, cancelled, deadline,
+// error); requests refused before that are tokenhive_requests_rejected_total{reason}
+// (invalid, unauthorized, rate_limited, queue_full, not_ready, too_large,
+// other), so that requests_total matches the engine's finished count and a
+// rejection storm cannot hide in a latency histogram.
+//
+// The series (every one rendered from the start, 0 until fed):
+//   tokenhive_build_info{version} 1
+//   record_request: histograms tokenhive_time_to_first_token_seconds,
+//     tokenhive_time_per_output_token_seconds (per request: the mean of its
+//     inter-token gaps, when it has one or more), tokenhive_inter_token_latency_seconds
+//     (every gap), tokenhive_e2e_request_latency_seconds,
+//     tokenhive_request_queue_time_seconds; counters tokenhive_prompt_tokens_total,
+//     tokenhive_generation_tokens_total, tokenhive_prefix_cache_hit_tokens_total,
+//     tokenhive_requests_total{outcome}
+//   record_rejected: tokenhive_requests_rejected_total{reason}
+//   set_engine: gauges tokenhive_requests_{running,waiting,swapped},
+//     tokenhive_kv_blocks_used{tier}, tokenhive_kv_blocks_capacity{tier} (not
+//     *_total: promtool's lint reserves that suffix for counters),
+//     tokenhive_kv_usage_ratio{tier} (tier = primary | host), tokenhive_kv_cached_blocks;
+//     counters raised to the snapshot's cumulative values (never lowered):
+//     tokenhive_preemptions_total{kind = swap | recompute}, tokenhive_engine_steps_total,
+//     tokenhive_engine_tokens_computed_total
+//   set_http: gauges tokenhive_http_open_connections, tokenhive_http_requests_in_flight;
+//     counters tokenhive_http_connections_{accepted,rejected}_total,
+//     tokenhive_http_requests_total, tokenhive_http_bad_requests_total,
+//     tokenhive_http_timeouts_total
+//
+// Buckets (seconds), chosen to cover a GPU's few-ms decode steps and a CPU's
+// slow prefill of long prompts alike:
+//   time to first token   1 ms .. 2560 s  (vLLM's, 22 buckets)
+//   per output token, and
+//   inter-token latency   1 ms .. 80 s    (vLLM's from 10 ms, plus 1, 2.5, 5, 7.5 ms for fast GPUs and small models)
+//   end-to-end latency    10 ms .. 7680 s (vLLM's from 0.3 s, plus 10..100 ms for short requests)
+//   queue time            1 ms .. 640 s
+// A latency the request never reached (ttft of a request cancelled while queued) is
+// not observed; e2e always is.
+#pragma once
+
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine_stats.h"
+#include "engine/finish_reason.h"
+#include "engine/request.h"
+#include "server/http_server_options.h"
+#include "server/metrics.h"
+
+namespace th::server {
+
+/// @brief Every method may be called from any thread.
+class ServingMetrics {
+ public:
+  /// @brief `version` goes into tokenhive_build_info{version="..."} 1.
+  explicit ServingMetrics(std::string_view version = "dev");
+
+  /// @brief A request's stream finished (any reason): its latencies and token counts.
+  void record_request(const RequestMetrics& m, FinishReason reason);
+  /// @brief A request refused before the engine ran it. `reason` is one of invalid, unauthorized,
+  /// rate_limited, queue_full, not_ready, too_large; anything else counts as "other" (the label's
+  /// values stay a fixed, small set).
+  void record_rejected(std::string_view reason);
+  /// @brief The engine's latest snapshot: gauges, and its cumulative counts as counters.
+  void set_engine(const EngineStats& s);
+  /// @brief The HTTP server's latest snapshot.
+  void set_http(const HttpServerStats& s);
+
+  /// @brief Every metric, in the text exposition format 0.0.4 (kPrometheusContentType).
+  std::string render() const { return registry_.render(); }
+  const MetricsRegistry& registry() const { return registry_; }
+
+  // The buckets' upper bounds, seconds (documented above).
+  static const std::vector<double>& ttft_buckets();
+  static const std::vector<double>& token_latency_buckets();  // per output token and inter-token
+  static const std::vector<double>& e2e_buckets();
+  static const std::vector<double>& queue_buckets();
+  static constexpr std::string_view kRejectReasons[] = {"invalid",   "unauthorized", "rate_limited", "queue_full",
+                                                        "not_ready", "too_large",    "other"};
+
+ private:
+  enum Tier { kPrimary, kHost };
+
+  MetricsRegistry registry_;
+  // Children looked up once, at construction: recording is atomics (and a histogram's mutex),
+  // never a map lookup.
+  Histogram *ttft_, *tpot_, *itl_, *e2e_, *queue_;
+  Counter *prompt_tokens_, *generation_tokens_, *prefix_hit_tokens_;
+  Counter* outcome_[5];  // by FinishReason
+  Counter* rejected_[std::size(kRejectReasons)];
+
+  Gauge *running_, *waiting_, *swapped_;
+  Gauge *kv_used_[2], *kv_total_[2], *kv_ratio_[2], *kv_cached_;
+  Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_;
+
+  Gauge *http_open_, *http_in_flight_;
+  Counter *http_accepted_, *http_conn_rejected_, *http_requests_, *http_bad_requests_, *http_timeouts_;
+};
+
+}  // namespace th::server

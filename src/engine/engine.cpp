@@ -74,7 +74,7 @@ Engine::~Engine() {
   while (!seqs_.empty()) finish(*seqs_.begin()->second, FinishReason::Cancelled, TokenEvent{}, "engine destroyed");
 }
 
-Result<RequestStream> Engine::submit(GenerateRequest request) {
+Result<RequestStream> Engine::submit(GenerateRequest request, std::function<void()> on_event) {
   const ModelConfig& c = model_->config();
   if (Status s = validate_request(request, c.n_vocab, max_model_len_, config_.kv.primary_blocks * config_.kv.block_size,
                                   c.n_ctx_train);
@@ -83,7 +83,7 @@ Result<RequestStream> Engine::submit(GenerateRequest request) {
     return s;
   }
   const uint64_t id = next_id_.fetch_add(1);
-  auto ch = std::make_shared<RequestChannel>(signal_);
+  auto ch = std::make_shared<RequestChannel>(signal_, std::move(on_event));
   queue_.push({id, std::move(request), ch, Clock::now()});
   submitted_.fetch_add(1);
   signal_->notify();

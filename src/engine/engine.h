@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -64,7 +65,10 @@ class Engine {
   /// @brief Validates and queues a request (any thread). A request the engine can never serve
   /// (bad ids or params, an unsupported compute type, a prompt that does not fit one sequence's
   /// KV) is refused here with the reason.
-  Result<RequestStream> submit(GenerateRequest request);
+  /// `on_event`, when set, runs on the engine thread after each event is queued on the
+  /// stream (see RequestChannel): a consumer serving many streams waits on it instead of
+  /// blocking in next().
+  Result<RequestStream> submit(GenerateRequest request, std::function<void()> on_event = {});
 
   /// @brief One iteration (not while the thread runs). An error means the engine failed
   /// internally; every live request has then been finished with FinishReason::Error.

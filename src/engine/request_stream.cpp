@@ -9,6 +9,7 @@ void RequestChannel::push(TokenEvent e) {
     events_.push_back(std::move(e));
   }
   cv_.notify_all();
+  if (listener_) listener_();
 }
 
 void RequestChannel::finish(TokenEvent e, RequestMetrics m) {
@@ -20,6 +21,7 @@ void RequestChannel::finish(TokenEvent e, RequestMetrics m) {
     closed_ = true;
   }
   cv_.notify_all();
+  if (listener_) listener_();
 }
 
 std::optional<TokenEvent> RequestChannel::next() {

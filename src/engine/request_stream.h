@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,7 +45,10 @@ class EngineSignal {
 /// @brief The state a request's producer (the engine thread) and consumer share.
 class RequestChannel {
  public:
-  explicit RequestChannel(std::shared_ptr<EngineSignal> signal) : signal_(std::move(signal)) {}
+  /// @brief `listener`, when set, runs on the producer's thread after every push and finish
+  /// (outside the channel's lock): it must only signal (wake a consumer), never block.
+  explicit RequestChannel(std::shared_ptr<EngineSignal> signal, std::function<void()> listener = {})
+      : signal_(std::move(signal)), listener_(std::move(listener)) {}
 
   // Producer side (engine thread).
   void push(TokenEvent e);
@@ -61,6 +65,7 @@ class RequestChannel {
 
  private:
   std::shared_ptr<EngineSignal> signal_;
+  std::function<void()> listener_;
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;

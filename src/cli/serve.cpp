@@ -1,0 +1,183 @@
+// tokenhive serve: one cell — a model, its engine and the HTTP API — until
+// SIGTERM or SIGINT, then a graceful shutdown (exit 0).
+//
+// Order of life: the HTTP server listens first (GET /health answers at once,
+// /ready says 503 while the model loads), then the model loads, the engine
+// starts and the API opens. On a signal: /ready goes 503 and new generation
+// requests get 503; in-flight ones have --shutdown-timeout seconds to finish;
+// what is left is cut (and cancelled in the engine).
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "backend/backend.h"
+#include "cli/parse_flags.h"
+#include "cli/verbs.h"
+#include "engine/engine.h"
+#include "model/gguf.h"
+#include "model/llama_model.h"
+#include "model/model_path.h"
+#include "server/api_service.h"
+#include "server/http_server.h"
+#include "server/serving_metrics.h"
+#include "server/shutdown_signal.h"
+#include "tensor/dtype.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace th::cli {
+
+namespace {
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "tokenhive serve: %s\n", msg.c_str());
+  return 1;
+}
+
+struct ServeFlags {
+  std::string model;
+  std::string served_name;
+  server::HttpServerOptions http;
+  int threads = 0;
+  int64_t max_num_seqs = 64;
+  int64_t max_num_batched_tokens = 512;
+  int64_t block_size = 16;
+  int64_t kv_cache_mib = 1024;
+  int64_t host_kv_mib = 0;
+  std::string kv_dtype = "f32";
+  int64_t max_model_len = 0;
+  int64_t max_pending = 256;
+  double shutdown_timeout = 30;
+  double header_timeout = 10, body_timeout = 30, idle_timeout = 60;
+};
+
+// Thousands of open connections need thousands of descriptors: raise the soft limit to the
+// hard one (as nginx's worker_rlimit_nofile does), quietly keeping the old one on failure.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  CLI::App app{"Serve a model over HTTP: OpenAI's /v1/completions and /v1/chat/completions, the native "
+               "/v1/generate, /v1/models, /health, /ready and /metrics.",
+               "tokenhive serve"};
+  ServeFlags f;
+  app.add_option("-m,--model", f.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app.add_option("--served-model-name", f.served_name, "the model id clients name (default: the file's name without .gguf)");
+  app.add_option("--host", f.http.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", f.http.port, "port; 0: an ephemeral one (printed)")->check(CLI::Range(0, 65535))->capture_default_str();
+  app.add_option("--http-threads", f.http.threads, "HTTP event-loop threads")->check(CLI::Range(1, 64))->capture_default_str();
+  app.add_option("-t,--threads", f.threads, "compute threads; 0: one per physical core")->check(CLI::Range(0, 4096));
+  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences running at once")->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
+  app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per forward pass (prompt chunks + decodes)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--block-size", f.block_size, "KV cache block size (positions)")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  app.add_option("--kv-cache-mib", f.kv_cache_mib, "memory of the primary KV tier (MiB)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+  app.add_option("--host-kv-mib", f.host_kv_mib, "memory of the host KV tier that preempted sequences swap to (MiB); 0: none")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
+  app.add_option("--kv-dtype", f.kv_dtype, "KV cache type")->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}))->capture_default_str();
+  app.add_option("--max-model-len", f.max_model_len, "positions per sequence; 0: the model's context")->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("--max-pending", f.max_pending, "requests in the engine at once; more get 429")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--shutdown-timeout", f.shutdown_timeout, "seconds in-flight requests get to finish after SIGTERM")
+      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  app.add_option("--http-header-timeout", f.header_timeout, "seconds a client has to send a request's headers (else 408)")
+      ->check(CLI::Range(0.001, 3600.0))->capture_default_str();
+  app.add_option("--http-body-timeout", f.body_timeout, "seconds a client has to send a request's body (else 408)")
+      ->check(CLI::Range(0.001, 3600.0))->capture_default_str();
+  app.add_option("--http-idle-timeout", f.idle_timeout, "seconds an idle keep-alive connection stays open")
+      ->check(CLI::Range(0.001, 86400.0))->capture_default_str();
+  if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
+  f.http.header_timeout = ms(f.header_timeout);
+  f.http.body_timeout = ms(f.body_timeout);
+  f.http.idle_timeout = ms(f.idle_timeout);
+  raise_fd_limit();
+  if (f.max_num_batched_tokens < f.max_num_seqs) {
+    std::fprintf(stderr, "tokenhive serve: --max-num-batched-tokens (%lld) must be at least --max-num-seqs (%lld)\n",
+                 static_cast<long long>(f.max_num_batched_tokens), static_cast<long long>(f.max_num_seqs));
+    return 2;
+  }
+
+  Result<std::string> path = resolve_model_path(f.model);
+  if (!path.ok()) return fail(path.message());
+  if (f.served_name.empty()) f.served_name = std::filesystem::path(*path).stem().string();
+
+  // Signals first, so that a SIGTERM during the model load is a clean shutdown too.
+  Result<server::ShutdownSignal> signal = server::ShutdownSignal::install();
+  if (!signal.ok()) return fail(signal.message());
+
+  server::ServingMetrics metrics(TH_VERSION);
+  server::ApiServiceOptions api_options;
+  api_options.metrics = &metrics;
+  api_options.model_name = f.served_name;
+  api_options.max_pending = f.max_pending;
+  server::ApiService api(api_options);
+  server::HttpServer http(f.http);
+  api.add_routes(http);
+  if (Status s = http.start(); !s.ok()) return fail(s.message());
+  std::fprintf(stderr, "tokenhive serve: listening on http://%s:%d (loading %s)\n", f.http.host.c_str(), http.port(),
+               path->c_str());
+
+  Result<GgufFile> file = GgufFile::open(*path);
+  if (!file.ok()) return fail(file.message());
+  Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
+  if (!tok.ok()) return fail(tok.message());
+  Result<ChatTemplate> chat = chat_template_for(*file);
+  if (!chat.ok()) return fail(chat.message());
+  CpuBackendOptions backend_options;
+  backend_options.n_threads = f.threads;
+  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+  if (!model.ok()) return fail(model.message());
+
+  const ModelConfig& mc = (*model)->config();
+  const DType kv_type = f.kv_dtype == "f16"    ? DType::F16
+                        : f.kv_dtype == "bf16" ? DType::BF16
+                        : f.kv_dtype == "q8_0" ? DType::Q8_0
+                                               : DType::F32;
+  // K and V, every layer, one block.
+  const int64_t block_bytes = 2 * mc.n_layer * static_cast<int64_t>(row_bytes(kv_type, mc.kv_dim())) * f.block_size;
+  EngineConfig ec;
+  ec.kv.block_size = f.block_size;
+  ec.kv.type = kv_type;
+  ec.kv.primary_blocks = (f.kv_cache_mib << 20) / block_bytes;
+  ec.kv.host_blocks = (f.host_kv_mib << 20) / block_bytes;
+  ec.token_budget = f.max_num_batched_tokens;
+  ec.max_seqs = f.max_num_seqs;
+  ec.max_model_len = f.max_model_len;
+  ec.end_of_generation = end_of_generation_ids(*tok);
+  if (ec.kv.primary_blocks < 1)
+    return fail(cat("--kv-cache-mib ", f.kv_cache_mib, " holds no KV block of ", block_bytes, " bytes"));
+  Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, ec);
+  if (!engine.ok()) return fail(engine.message());
+  if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
+  api.attach(**engine, *tok, *chat);
+  std::fprintf(stderr,
+               "tokenhive serve: ready: model %s (%s), %lld KV blocks of %lld positions (%s), max %lld sequences of %lld "
+               "positions\n",
+               f.served_name.c_str(), path->c_str(), static_cast<long long>(ec.kv.primary_blocks),
+               static_cast<long long>(f.block_size), f.kv_dtype.c_str(), static_cast<long long>(f.max_num_seqs),
+               static_cast<long long>((*engine)->max_model_len()));
+
+  const int sig = signal->wait();
+  std::fprintf(stderr, "tokenhive serve: signal %d: draining (up to %.0f s)\n", sig, f.shutdown_timeout);
+  api.drain();
+  const bool clean = http.shutdown(std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000)));
+  api.stop();
+  (*engine)->stop();
+  std::fprintf(stderr, "tokenhive serve: stopped%s\n", clean ? "" : " (cut requests that outlived the deadline)");
+  return 0;
+}
+
+}  // namespace th::cli

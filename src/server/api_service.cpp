@@ -1,0 +1,733 @@
+#include "server/api_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "server/serving_metrics.h"
+#include "server/stop_strings.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace th::server {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+HttpResponse ordered_json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.set_header("Content-Type", "application/json");
+  r.body = dump(body);
+  return r;
+}
+
+// One choice: one engine request and the text made of its tokens.
+struct Choice {
+  int index = 0;         // OpenAI's: prompt_index * n + i
+  size_t prompt_index = 0;
+  std::optional<RequestStream> stream;
+  std::optional<Detokenizer> detok;
+  std::optional<StopStringFilter> stop;
+  std::string text;                 // everything released so far
+  std::vector<int32_t> token_ids;   // every generated token
+  std::vector<TokenEvent> logprob_events;  // with logprobs: every generated token's event (no text)
+  size_t sent_text = 0, sent_tokens = 0, sent_logprobs = 0;  // how much a stream has sent
+  bool text_done = false;     // the text is complete (a stop string may end it before the engine stops)
+  bool done = false;          // ... and the engine's final event has arrived
+  bool final_sent = false;    // a stream has sent its finish_reason (or error)
+  std::string finish_reason;  // stop | length | cancelled | error
+  std::string error;
+  RequestMetrics metrics;
+};
+
+// One HTTP request for generation, from parse to its last byte.
+struct Call {
+  uint64_t id = 0;
+  ApiRequest req;
+  std::string request_id, path;
+  ResponseWriter writer;
+  std::string tenant;
+  Clock::time_point received;
+  int64_t created = 0;  // unix seconds
+  std::string response_id;
+  uint64_t seed = 0;
+  std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<std::string> prompt_texts;  // for echo
+  std::vector<Choice> choices;
+  bool submitted = false;   // every choice is in the engine
+  bool streaming = false;   // the SSE stream has started
+  bool client_gone = false;
+};
+
+// What the event loops, the engine thread and the responder share. Held by shared_ptr in
+// every callback, so a late callback never touches a dead service.
+struct Mailbox {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Call>> incoming;
+  std::vector<uint64_t> woken;  // calls with new events
+  std::vector<uint64_t> gone;   // calls whose client disconnected
+  bool stopping = false;
+
+  void wake(uint64_t id, bool client_gone) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      (client_gone ? gone : woken).push_back(id);
+    }
+    cv.notify_one();
+  }
+};
+
+std::string_view object_name(ApiEndpoint ep, bool chunk) {
+  switch (ep) {
+    case ApiEndpoint::Completions: return "text_completion";
+    case ApiEndpoint::ChatCompletions: return chunk ? "chat.completion.chunk" : "chat.completion";
+    case ApiEndpoint::Generate: return chunk ? "generation.chunk" : "generation";
+  }
+  return "?";
+}
+
+std::string_view id_prefix(ApiEndpoint ep) {
+  switch (ep) {
+    case ApiEndpoint::Completions: return "cmpl-";
+    case ApiEndpoint::ChatCompletions: return "chatcmpl-";
+    case ApiEndpoint::Generate: return "gen-";
+  }
+  return "";
+}
+
+std::string strip_request_prefix(const std::string& message) {
+  constexpr std::string_view kPrefix = "request: ";
+  return message.rfind(kPrefix, 0) == 0 ? message.substr(kPrefix.size()) : message;
+}
+
+}  // namespace
+
+struct ApiService::Impl {
+  explicit Impl(ApiServiceOptions o) : options(std::move(o)), mailbox(std::make_shared<Mailbox>()), rng(std::random_device{}()) {}
+
+  ApiServiceOptions options;
+  std::shared_ptr<Mailbox> mailbox;
+  enum State : int { kLoading, kReady, kDraining, kStopped };
+  std::atomic<int> state{kLoading};
+  std::atomic<uint64_t> next_call{1};
+  std::atomic<int64_t> in_flight{0};   // calls not yet answered
+  std::atomic<int64_t> pending{0};     // choices in the engine
+  Engine* engine = nullptr;
+  const Tokenizer* tok = nullptr;
+  const ChatTemplate* chat = nullptr;
+  std::thread responder;
+  int64_t started_unix = 0;
+
+  // Responder thread only.
+  std::unordered_map<uint64_t, std::shared_ptr<Call>> calls;
+  std::mt19937_64 rng;
+
+  // --- event-loop side
+  void handle_generation(ApiEndpoint ep, const HttpRequest& r, ResponseWriter w);
+  void handle_models(const HttpRequest& r, ResponseWriter w);
+  bool check_ready(ResponseWriter& w);
+
+  // --- responder side
+  void run();
+  void start_call(const std::shared_ptr<Call>& call);
+  Status tokenize(Call& c, std::string* param);
+  void pump(Call& c);
+  void take_event(Call& c, Choice& ch, TokenEvent e);
+  void finish_choice(Choice& ch, FinishReason outcome);
+  void reject(ResponseWriter& w, int status, ApiError e, std::string_view reason);
+  bool complete(Call& c) const;
+  void respond(Call& c);
+  void fail(Call& c, int status, ApiError e);
+  void drop(Call& c);
+
+  json usage(const Call& c) const;
+  json chunk(const Call& c) const;
+  json completion_logprobs(const Call& c, const Choice& ch, size_t from, size_t to, size_t text_base) const;
+  json chat_logprobs(const Choice& ch, size_t from, size_t to) const;
+};
+
+// ---------------------------------------------------------------------------
+// Event loops: parse, check, hand over.
+
+bool ApiService::Impl::check_ready(ResponseWriter& w) {
+  const int s = state.load(std::memory_order_acquire);
+  if (s == kReady) return true;
+  reject(w, 503,
+         ApiError{s == kLoading ? "the model is still loading" : "the server is shutting down", "", std::nullopt,
+                  std::string(s == kLoading ? "loading" : "draining")},
+         "not_ready");
+  return false;
+}
+
+void ApiService::Impl::handle_generation(ApiEndpoint ep, const HttpRequest& r, ResponseWriter w) {
+  if (!check_ready(w)) return;
+  ApiParseResult parsed = parse_api_request(ep, r.body, options.limits);
+  if (ApiError* e = std::get_if<ApiError>(&parsed)) {
+    reject(w, 400, std::move(*e), "invalid");
+    return;
+  }
+  auto call = std::make_shared<Call>();
+  call->req = std::move(std::get<ApiRequest>(parsed));
+  if (!call->req.model.empty() && call->req.model != options.model_name) {
+    reject(w, 404,
+           ApiError{cat("The model `", call->req.model, "` does not exist (this server serves `", options.model_name, "`)"),
+                    "", std::string("model"), std::string("model_not_found")},
+           "invalid");
+    return;
+  }
+  call->id = next_call.fetch_add(1);
+  call->request_id = r.id;
+  call->path = r.path;
+  call->writer = w;
+  call->received = Clock::now();
+  call->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  call->response_id = cat(id_prefix(ep), r.id);
+  in_flight.fetch_add(1);
+  std::shared_ptr<Mailbox> mb = mailbox;
+  const uint64_t id = call->id;
+  w.on_close([mb, id] { mb->wake(id, /*client_gone=*/true); });
+  {
+    std::lock_guard<std::mutex> l(mailbox->m);
+    mailbox->incoming.push_back(std::move(call));
+  }
+  mailbox->cv.notify_one();
+}
+
+void ApiService::Impl::handle_models(const HttpRequest& r, ResponseWriter w) {
+  json model = {{"id", options.model_name},
+                {"object", "model"},
+                {"created", started_unix},
+                {"owned_by", "tokenhive"}};
+  if (engine) model["max_model_len"] = engine->max_model_len();
+  if (r.path == "/v1/models") {
+    w.send(ordered_json_response(200, json{{"object", "list"}, {"data", json::array({model})}}));
+    return;
+  }
+  const std::string_view name = std::string_view(r.path).substr(std::string_view("/v1/models/").size());
+  if (name != options.model_name) {
+    w.send(error_response(404, ApiError{cat("The model `", name, "` does not exist"), "", std::string("model"),
+                                        std::string("model_not_found")}));
+    return;
+  }
+  w.send(ordered_json_response(200, model));
+}
+
+// ---------------------------------------------------------------------------
+// The responder thread.
+
+void ApiService::Impl::run() {
+  for (;;) {
+    std::deque<std::shared_ptr<Call>> incoming;
+    std::vector<uint64_t> woken, gone;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> l(mailbox->m);
+      mailbox->cv.wait(l, [&] {
+        return mailbox->stopping || !mailbox->incoming.empty() || !mailbox->woken.empty() || !mailbox->gone.empty();
+      });
+      incoming.swap(mailbox->incoming);
+      woken.swap(mailbox->woken);
+      gone.swap(mailbox->gone);
+      stopping = mailbox->stopping;
+    }
+    for (uint64_t id : gone) {
+      auto it = calls.find(id);
+      if (it != calls.end()) it->second->client_gone = true;
+    }
+    for (std::shared_ptr<Call>& c : incoming) {
+      calls.emplace(c->id, c);
+      start_call(c);
+      woken.push_back(c->id);
+    }
+    for (uint64_t id : gone) woken.push_back(id);
+    std::sort(woken.begin(), woken.end());
+    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
+    for (uint64_t id : woken) {
+      auto it = calls.find(id);
+      if (it == calls.end()) continue;
+      Call& c = *it->second;
+      if (c.client_gone) {
+        drop(c);
+      } else {
+        pump(c);
+        if (!complete(c)) continue;
+        respond(c);
+      }
+      calls.erase(it);
+      in_flight.fetch_sub(1);
+    }
+    if (stopping) {
+      for (auto& [id, c] : calls) {
+        drop(*c);
+        in_flight.fetch_sub(1);
+      }
+      calls.clear();
+      return;
+    }
+  }
+}
+
+Status ApiService::Impl::tokenize(Call& c, std::string* param) {
+  const ApiRequest& q = c.req;
+  const VocabData& v = tok->vocab();
+  if (q.endpoint == ApiEndpoint::ChatCompletions) {
+    *param = "messages";
+    const std::string bos = v.bos >= 0 ? tok->token_to_piece(v.bos, true) : "";
+    const std::string eos = v.eos >= 0 ? tok->token_to_piece(v.eos, true) : "";
+    Result<std::string> text = chat->render_json(q.messages, q.add_generation_prompt, bos, eos);
+    if (!text.ok()) return Status::errorf("the chat template failed on these messages: ", text.message());
+    std::vector<int32_t> ids = tok->encode(*text, /*add_special=*/false, /*parse_special=*/true);
+    if (v.add_bos && v.bos >= 0 && (ids.empty() || ids.front() != v.bos)) ids.insert(ids.begin(), v.bos);
+    c.prompt_ids.push_back(std::move(ids));
+    c.prompt_texts.push_back(std::move(*text));
+    return ok_status();
+  }
+  *param = "prompt";
+  for (const ApiPrompt& p : q.prompts) {
+    if (p.is_tokens) {
+      for (int32_t id : p.tokens)
+        if (id < 0 || id >= tok->n_vocab())
+          return Status::errorf("prompt token ", id, " is outside the vocabulary of ", tok->n_vocab(), " tokens");
+      c.prompt_ids.push_back(p.tokens);
+      c.prompt_texts.push_back(q.echo ? tok->decode(p.tokens) : std::string());
+    } else {
+      // As llama.cpp's server and vLLM do: BOS when the vocab adds it, special tokens' text parsed.
+      c.prompt_ids.push_back(tok->encode(p.text, /*add_special=*/true, /*parse_special=*/true));
+      c.prompt_texts.push_back(p.text);
+    }
+    if (c.prompt_ids.back().empty()) return Status::error("the prompt is empty and this vocabulary has no BOS to start from");
+  }
+  return ok_status();
+}
+
+void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
+  Call& c = *cp;
+  const ApiRequest& q = c.req;
+  std::string param;
+  if (Status s = tokenize(c, &param); !s.ok()) {
+    fail(c, 400, ApiError{s.message(), "", param, std::nullopt});
+    if (options.metrics) options.metrics->record_rejected("invalid");
+    return;
+  }
+  const int64_t n_choices = static_cast<int64_t>(c.prompt_ids.size()) * q.n;
+  if (pending.load() + n_choices > options.max_pending) {
+    reject(c.writer, 429,
+           ApiError{cat("the server is at capacity (", options.max_pending, " requests in flight); retry later"), "",
+                    std::nullopt, std::string("queue_full")},
+           "queue_full");
+    c.choices.clear();
+    c.submitted = true;
+    return;
+  }
+  c.seed = q.seed_given ? q.sampling.seed : rng() >> 1;
+  std::shared_ptr<Mailbox> mb = mailbox;
+  const uint64_t call_id = c.id;
+  for (size_t p = 0; p < c.prompt_ids.size(); ++p) {
+    for (int32_t i = 0; i < q.n; ++i) {
+      Choice ch;
+      ch.prompt_index = p;
+      ch.index = static_cast<int>(p) * q.n + i;
+      GenerateRequest g;
+      g.prompt = c.prompt_ids[p];
+      g.sampling = q.sampling;
+      g.sampling.seed = c.seed + static_cast<uint64_t>(i);  // n choices: n different draws
+      g.max_tokens = q.max_tokens > 0 ? q.max_tokens : (q.endpoint == ApiEndpoint::Completions ? 16 : -1);
+      g.stop_token_ids = q.stop_token_ids;
+      g.ignore_eos = q.ignore_eos;
+      g.priority = q.priority;
+      g.compute_type = q.compute_type;
+      g.tenant = c.tenant;
+      g.logprobs = q.logprobs;
+      Result<RequestStream> s = engine->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
+      if (!s.ok()) {
+        for (Choice& done : c.choices) {  // cancel what was submitted
+          done.stream.reset();
+          pending.fetch_sub(1);
+        }
+        const bool compute = q.compute_type != ComputeType::Auto && s.message().find("compute type") != std::string::npos;
+        fail(c, 400, ApiError{strip_request_prefix(s.message()), "", std::string(compute ? "compute_type" : param), std::nullopt});
+        if (options.metrics) options.metrics->record_rejected("invalid");
+        return;
+      }
+      pending.fetch_add(1);
+      ch.stream.emplace(std::move(*s));
+      ch.detok.emplace(*tok);
+      // The prompt goes through the detokenizer first, so the continuation's first piece
+      // keeps its leading space (it is dropped only right after BOS).
+      for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
+      ch.stop.emplace(q.stop);
+      c.choices.push_back(std::move(ch));
+    }
+  }
+  c.submitted = true;
+  if (q.stream) {
+    if (!c.writer.start_sse()) {
+      c.client_gone = true;
+      return;
+    }
+    c.streaming = true;
+    if (q.endpoint == ApiEndpoint::ChatCompletions || q.echo) {
+      // OpenAI's first chat chunk carries the role; echo sends the prompt first.
+      json j = chunk(c);
+      for (const Choice& ch : c.choices) {
+        json choice = {{"index", ch.index}};
+        if (q.endpoint == ApiEndpoint::ChatCompletions) {
+          choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+        } else {
+          choice["text"] = c.prompt_texts[ch.prompt_index];
+        }
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = nullptr;
+        j["choices"].push_back(std::move(choice));
+      }
+      c.writer.send_event(dump(j));
+    }
+  }
+}
+
+void ApiService::Impl::take_event(Call& c, Choice& ch, TokenEvent e) {
+  if (ch.done) return;
+  if (e.token >= 0 && !ch.text_done) {
+    ch.token_ids.push_back(e.token);
+    ch.text += ch.stop->push(ch.detok->push(e.token));
+    if (c.req.logprobs >= 0) {
+      TokenEvent lp = e;
+      lp.finish.reset();
+      ch.logprob_events.push_back(std::move(lp));
+    }
+    if (ch.stop->stopped()) {
+      // A stop string: the text ends here; the engine stops at its next step and its final
+      // event (Cancelled) completes the choice with its metrics.
+      ch.text_done = true;
+      ch.finish_reason = "stop";
+      ch.stream->cancel();
+    }
+  }
+  if (!e.finish) return;
+  FinishReason outcome = *e.finish;
+  if (!ch.text_done) {
+    ch.text += ch.stop->push(ch.detok->flush());
+    ch.text += ch.stop->flush();
+    ch.text_done = true;
+    switch (outcome) {
+      case FinishReason::Stop: ch.finish_reason = "stop"; break;
+      case FinishReason::Length:
+      case FinishReason::Deadline: ch.finish_reason = "length"; break;
+      case FinishReason::Cancelled: ch.finish_reason = "cancelled"; break;
+      case FinishReason::Error:
+        ch.error = e.error.empty() ? "the engine failed this request" : e.error;
+        ch.finish_reason = "error";
+        break;
+    }
+  } else if (outcome == FinishReason::Cancelled && ch.finish_reason == "stop") {
+    outcome = FinishReason::Stop;  // we cancelled it for a stop string: it ended on a stop
+  }
+  finish_choice(ch, outcome);
+}
+
+void ApiService::Impl::finish_choice(Choice& ch, FinishReason outcome) {
+  ch.done = true;
+  ch.text_done = true;
+  if (ch.stream) {
+    ch.metrics = ch.stream->metrics();
+    ch.stream.reset();
+  }
+  if (options.metrics) options.metrics->record_request(ch.metrics, outcome);
+  pending.fetch_sub(1);
+}
+
+void ApiService::Impl::pump(Call& c) {
+  for (Choice& ch : c.choices) {
+    while (!ch.done && ch.stream) {
+      std::optional<TokenEvent> e = ch.stream->try_next();
+      if (!e) break;
+      take_event(c, ch, std::move(*e));
+    }
+  }
+  if (!c.streaming) return;
+  // One chunk per choice with what it has that has not been sent.
+  const ApiRequest& q = c.req;
+  const bool want_ids = q.return_token_ids || q.endpoint == ApiEndpoint::Generate;
+  for (Choice& ch : c.choices) {
+    const bool new_text = ch.sent_text < ch.text.size();
+    const bool new_tokens = ch.sent_tokens < ch.token_ids.size();
+    if (ch.final_sent) continue;
+    const bool finishing = ch.text_done;
+    if (!new_text && !(want_ids && new_tokens) && !(q.logprobs >= 0 && new_tokens) && !finishing) continue;
+    if (finishing && (ch.finish_reason == "cancelled" || ch.finish_reason == "error")) {
+      if (ch.finish_reason == "error") {
+        json err = {{"error", {{"message", ch.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}};
+        c.writer.send_event(dump(err));
+      }
+      ch.final_sent = true;
+      continue;
+    }
+    json j = chunk(c);
+    json choice = {{"index", ch.index}};
+    const std::string delta = ch.text.substr(ch.sent_text);
+    if (q.endpoint == ApiEndpoint::ChatCompletions) {
+      choice["delta"] = new_text ? json{{"content", delta}} : json::object();
+    } else {
+      choice["text"] = delta;
+    }
+    if (want_ids) choice["token_ids"] = std::vector<int32_t>(ch.token_ids.begin() + static_cast<long>(ch.sent_tokens), ch.token_ids.end());
+    if (q.logprobs >= 0) {
+      const size_t to = ch.logprob_events.size();
+      choice["logprobs"] = q.endpoint == ApiEndpoint::ChatCompletions
+                               ? chat_logprobs(ch, ch.sent_logprobs, to)
+                               : completion_logprobs(c, ch, ch.sent_logprobs, to, ch.sent_text);
+      ch.sent_logprobs = to;
+    } else {
+      choice["logprobs"] = nullptr;
+    }
+    choice["finish_reason"] = finishing ? json(ch.finish_reason) : json(nullptr);
+    j["choices"].push_back(std::move(choice));
+    ch.sent_text = ch.text.size();
+    ch.sent_tokens = ch.token_ids.size();
+    ch.final_sent = finishing;
+    c.writer.send_event(dump(j));
+  }
+}
+
+bool ApiService::Impl::complete(Call& c) const {
+  if (!c.submitted) return false;
+  return std::all_of(c.choices.begin(), c.choices.end(), [](const Choice& ch) { return ch.done; });
+}
+
+json ApiService::Impl::chunk(const Call& c) const {
+  json j = {{"id", c.response_id},
+            {"object", object_name(c.req.endpoint, true)},
+            {"created", c.created},
+            {"model", options.model_name},
+            {"choices", json::array()}};
+  if (c.req.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json ApiService::Impl::usage(const Call& c) const {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  for (size_t p = 0; p < c.prompt_ids.size(); ++p) {
+    prompt += static_cast<int64_t>(c.prompt_ids[p].size());
+    int64_t hit = 0;
+    for (const Choice& ch : c.choices)
+      if (ch.prompt_index == p) hit = std::max(hit, ch.metrics.prefix_hit_tokens);
+    cached += std::min(hit, static_cast<int64_t>(c.prompt_ids[p].size()));
+  }
+  for (const Choice& ch : c.choices) completion += static_cast<int64_t>(ch.token_ids.size());
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+json ApiService::Impl::completion_logprobs(const Call& c, const Choice& ch, size_t from, size_t to, size_t text_base) const {
+  (void)c;
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = text_base;
+  for (size_t i = from; i < to; ++i) {
+    const TokenEvent& e = ch.logprob_events[i];
+    const std::string piece = tok->token_to_piece(e.token, true);
+    tokens.push_back(piece);
+    lps.push_back(e.logprob);
+    json top = json::object();
+    for (const TokenLogprob& t : e.top_logprobs) top[tok->token_to_piece(t.token, true)] = t.logprob;
+    tops.push_back(c.req.logprobs > 0 ? top : json(nullptr));
+    offsets.push_back(offset);
+    offset += piece.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json ApiService::Impl::chat_logprobs(const Choice& ch, size_t from, size_t to) const {
+  auto entry = [&](int32_t id, float lp) {
+    const std::string piece = tok->token_to_piece(id, true);
+    json bytes = json::array();
+    for (unsigned char b : piece) bytes.push_back(static_cast<int>(b));
+    return json{{"token", piece}, {"logprob", lp}, {"bytes", bytes}};
+  };
+  json content = json::array();
+  for (size_t i = from; i < to; ++i) {
+    const TokenEvent& e = ch.logprob_events[i];
+    json item = entry(e.token, e.logprob);
+    json top = json::array();
+    for (const TokenLogprob& t : e.top_logprobs) top.push_back(entry(t.token, t.logprob));
+    item["top_logprobs"] = std::move(top);
+    content.push_back(std::move(item));
+  }
+  return {{"content", content}};
+}
+
+void ApiService::Impl::respond(Call& c) {
+  const ApiRequest& q = c.req;
+  const Choice* failed = nullptr;
+  for (const Choice& ch : c.choices)
+    if (!ch.error.empty()) failed = &ch;
+  if (c.streaming) {
+    pump(c);  // the last chunks
+    if (q.include_usage) {
+      json j = chunk(c);
+      j["usage"] = usage(c);
+      c.writer.send_event(dump(j));
+    }
+    c.writer.send_event("[DONE]");
+    c.writer.end();
+    return;
+  }
+  if (c.choices.empty()) return;  // answered already (an error)
+  if (failed) {
+    c.writer.send(error_response(500, ApiError{failed->error, "", std::nullopt, std::nullopt}));
+    return;
+  }
+  json j = {{"id", c.response_id},
+            {"object", object_name(q.endpoint, false)},
+            {"created", c.created},
+            {"model", options.model_name}};
+  if (q.endpoint == ApiEndpoint::Generate) j["seed"] = c.seed;
+  json choices = json::array();
+  for (const Choice& ch : c.choices) {
+    json choice = {{"index", ch.index}};
+    const std::string& prefix = q.echo ? c.prompt_texts[ch.prompt_index] : std::string();
+    if (q.endpoint == ApiEndpoint::ChatCompletions) {
+      choice["message"] = {{"role", "assistant"}, {"content", ch.text}};
+    } else {
+      choice["text"] = prefix + ch.text;
+    }
+    if (q.return_token_ids || q.endpoint == ApiEndpoint::Generate) choice["token_ids"] = ch.token_ids;
+    if (q.logprobs >= 0) {
+      choice["logprobs"] = q.endpoint == ApiEndpoint::ChatCompletions
+                               ? chat_logprobs(ch, 0, ch.logprob_events.size())
+                               : completion_logprobs(c, ch, 0, ch.logprob_events.size(), prefix.size());
+    } else {
+      choice["logprobs"] = nullptr;
+    }
+    choice["finish_reason"] = ch.finish_reason;
+    choices.push_back(std::move(choice));
+  }
+  j["choices"] = std::move(choices);
+  if (q.return_token_ids || q.endpoint == ApiEndpoint::Generate) j["prompt_token_ids"] = c.prompt_ids;
+  j["usage"] = usage(c);
+  c.writer.send(ordered_json_response(200, j));
+}
+
+void ApiService::Impl::fail(Call& c, int status, ApiError e) {
+  c.writer.send(error_response(status, std::move(e)));
+  c.choices.clear();
+  c.submitted = true;
+}
+
+void ApiService::Impl::drop(Call& c) {
+  for (Choice& ch : c.choices) {
+    if (ch.done) continue;
+    ch.stream.reset();  // cancels the engine request (it never reports back now)
+    ch.done = ch.text_done = true;
+    ch.finish_reason = "cancelled";
+    ch.metrics.e2e_seconds = std::chrono::duration<double>(Clock::now() - c.received).count();
+    ch.metrics.n_prompt = static_cast<int64_t>(c.prompt_ids[ch.prompt_index].size());
+    ch.metrics.n_generated = static_cast<int64_t>(ch.token_ids.size());
+    if (options.metrics) options.metrics->record_request(ch.metrics, FinishReason::Cancelled);
+    pending.fetch_sub(1);
+  }
+}
+
+void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::string_view reason) {
+  HttpResponse r = error_response(status, std::move(e));
+  if (status == 429 || status == 503) set_retry_after(r, options.retry_after);
+  w.send(std::move(r));
+  if (options.metrics) options.metrics->record_rejected(reason);
+}
+
+// ---------------------------------------------------------------------------
+
+ApiService::ApiService(ApiServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->started_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  impl_->responder = std::thread([this] { impl_->run(); });
+}
+
+ApiService::~ApiService() { stop(); }
+
+void ApiService::add_routes(HttpServer& server) {
+  Impl* impl = impl_.get();
+  server.route("GET", "/health", [](const HttpRequest&, ResponseWriter w) {
+    w.send(ordered_json_response(200, json{{"status", "ok"}}));
+  });
+  server.route("GET", "/ready", [impl](const HttpRequest&, ResponseWriter w) {
+    const int s = impl->state.load(std::memory_order_acquire);
+    if (s == Impl::kReady) {
+      w.send(ordered_json_response(200, json{{"status", "ready"}}));
+      return;
+    }
+    HttpResponse r = ordered_json_response(503, json{{"status", s == Impl::kLoading ? "loading" : "draining"}});
+    set_retry_after(r, impl->options.retry_after);
+    w.send(std::move(r));
+  });
+ if (impl->options.metrics) {
+    HttpServer* http = &server;
+    server.route("GET", "/metrics", [impl, http](const HttpRequest&, ResponseWriter w) {
+      ServingMetrics& m = *impl->options.metrics;
+      if (impl->engine) m.set_engine(impl->engine->stats());
+      m.set_http(http->stats());
+      w.send(text_response(200, m.render(), std::string(kPrometheusContentType)));
+    });
+  }
+  server.route("GET", "/v1/models", [impl](const HttpRequest& r, ResponseWriter w) { impl->handle_models(r, std::move(w)); });
+  server.route("GET", "/v1/models/*", [impl](const HttpRequest& r, ResponseWriter w) { impl->handle_models(r, std::move(w)); });
+  server.route("POST", "/v1/completions", [impl](const HttpRequest& r, ResponseWriter w) {
+    impl->handle_generation(ApiEndpoint::Completions, r, std::move(w));
+  });
+  server.route("POST", "/v1/chat/completions", [impl](const HttpRequest& r, ResponseWriter w) {
+    impl->handle_generation(ApiEndpoint::ChatCompletions, r, std::move(w));
+  });
+  server.route("POST", "/v1/generate", [impl](const HttpRequest& r, ResponseWriter w) {
+    impl->handle_generation(ApiEndpoint::Generate, r, std::move(w));
+  });
+}
+
+void ApiService::attach(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
+  impl_->engine = &engine;
+  impl_->tok = &tokenizer;
+  impl_->chat = &chat_template;
+  impl_->state.store(Impl::kReady, std::memory_order_release);
+}
+
+void ApiService::drain() {
+  int expected = Impl::kReady;
+  impl_->state.compare_exchange_strong(expected, Impl::kDraining);
+  expected = Impl::kLoading;
+  impl_->state.compare_exchange_strong(expected, Impl::kDraining);
+}
+
+void ApiService::stop() {
+  if (!impl_->responder.joinable()) return;
+  impl_->state.store(Impl::kStopped);
+  {
+    std::lock_guard<std::mutex> l(impl_->mailbox->m);
+    impl_->mailbox->stopping = true;
+  }
+  impl_->mailbox->cv.notify_one();
+  impl_->responder.join();
+}
+
+bool ApiService::ready() const { return impl_->state.load(std::memory_order_acquire) == Impl::kReady; }
+
+int64_t ApiService::in_flight() const { return impl_->in_flight.load(); }
+
+}  // namespace th::server

@@ -1,0 +1,444 @@
+// `tokenhive serve` as a client sees it: a real server process on 127.0.0.1
+// with stories260K, real sockets, OpenAI's JSON. One server for the suite
+// (starting one costs a model load); tests that stop a server start their own.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <sys/resource.h>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "http_test_client.h"
+#include "run_process.h"
+#include "serve_process.h"
+#include "test_util.h"
+
+namespace th {
+namespace {
+
+using json = nlohmann::json;
+using test::HttpReply;
+using test::ServeProcess;
+using test::TestConnection;
+
+std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+
+std::string reference_text() {
+  std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  return want;
+}
+
+HttpReply request(int port, const std::string& method, const std::string& path, const std::string& body = "",
+                  const std::string& extra_headers = "") {
+  TestConnection c(port, std::chrono::seconds(60));
+  std::string req = method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers;
+  if (!body.empty() || method == "POST")
+    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
+  EXPECT_TRUE(c.send(req));
+  std::optional<HttpReply> r = c.read_response();
+  EXPECT_TRUE(r.has_value()) << method << " " << path;
+  return r.value_or(HttpReply{});
+}
+
+HttpReply post(int port, const std::string& path, const json& body) { return request(port, "POST", path, body.dump()); }
+
+// The JSON payloads of an SSE body, in order ("[DONE]" included as a string).
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find('\n', pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end;
+  }
+  return out;
+}
+
+class ServeApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServeProcess({"-m", stories(), "--served-model-name", "stories", "-t", "1", "--kv-cache-mib", "64"});
+    ASSERT_TRUE(server_->ok()) << server_->log();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static int port() { return server_->port(); }
+  static ServeProcess* server_;
+};
+ServeProcess* ServeApi::server_ = nullptr;
+
+TEST_F(ServeApi, HealthReadyAndModels) {
+  EXPECT_EQ(request(port(), "GET", "/health").status, 200);
+  HttpReply ready = request(port(), "GET", "/ready");
+  EXPECT_EQ(ready.status, 200) << ready.body;
+  HttpReply models = request(port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  json j = json::parse(models.body);
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["id"], "stories");
+  EXPECT_EQ(j["data"][0]["object"], "model");
+  EXPECT_EQ(request(port(), "GET", "/v1/models/stories").status, 200);
+  HttpReply missing = request(port(), "GET", "/v1/models/gpt-4");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(json::parse(missing.body)["error"]["code"], "model_not_found");
+}
+
+TEST_F(ServeApi, GreedyCompletionFromBosIsTheReferenceText) {
+  HttpReply r = post(port(), "/v1/completions",
+                     {{"model", "stories"}, {"prompt", ""}, {"max_tokens", 256}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "stories");
+  ASSERT_EQ(j["choices"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["text"], reference_text());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 1);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 256);
+  EXPECT_EQ(j["usage"]["total_tokens"], 257);
+}
+
+TEST_F(ServeApi, PromptContinuationAndEcho) {
+  const std::string prompt = "Once upon a time, there was a little girl named Lily.";
+  HttpReply r = post(port(), "/v1/completions",
+                     {{"model", "stories"}, {"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}, {"echo", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string text = json::parse(r.body)["choices"][0]["text"];
+  ASSERT_EQ(text.rfind(prompt, 0), 0u) << text;
+  EXPECT_GT(text.size(), prompt.size() + 60);
+  EXPECT_EQ(reference_text().substr(0, text.size()), text);
+}
+
+TEST_F(ServeApi, StreamingGivesTheSameTextChunkByChunkThenUsageAndDone) {
+  json body = {{"model", "stories"},   {"prompt", ""},      {"max_tokens", 64},
+               {"temperature", 0},     {"stream", true},    {"stream_options", {{"include_usage", true}}}};
+  HttpReply r = post(port(), "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("content-type").rfind("text/event-stream", 0), 0u);
+  std::vector<std::string> events = sse_data(r.body);
+  ASSERT_GE(events.size(), 3u) << r.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 64);
+  std::string text;
+  std::string finish;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    json c = json::parse(events[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    EXPECT_TRUE(c["usage"].is_null());
+    ASSERT_EQ(c["choices"].size(), 1u);
+    text += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(finish, "length");
+  body.erase("stream");
+  body.erase("stream_options");
+  HttpReply whole = post(port(), "/v1/completions", body);
+  EXPECT_EQ(text, json::parse(whole.body)["choices"][0]["text"]);
+  EXPECT_EQ(reference_text().substr(0, text.size()), text);
+}
+
+TEST_F(ServeApi, StopStringEndsTheTextBeforeIt) {
+  // The reference story's first sentence ends with "Lily."; stop at " named".
+  HttpReply r = post(port(), "/v1/completions",
+                     {{"model", "stories"}, {"prompt", ""}, {"max_tokens", 100}, {"temperature", 0}, {"stop", {" named", "zzz"}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["text"], "Once upon a time, there was a little girl");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServeApi, ChatCompletionWithTheFallbackTemplate) {
+  HttpReply r = post(port(), "/v1/chat/completions",
+                     {{"model", "stories"},
+                      {"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
+                      {"max_tokens", 20},
+                      {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_TRUE(j["choices"][0]["message"]["content"].is_string());
+  EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 5);
+  EXPECT_LE(j["usage"]["completion_tokens"].get<int>(), 20);
+}
+
+TEST_F(ServeApi, NChoicesAndSeveralPromptsMatchEachAlone) {
+  json batch = {{"model", "stories"}, {"prompt", {"Once upon a time", "The cat"}}, {"max_tokens", 24}, {"temperature", 0}};
+  HttpReply r = post(port(), "/v1/completions", batch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    json alone = batch;
+    alone["prompt"] = batch["prompt"][i];
+    json a = json::parse(post(port(), "/v1/completions", alone).body);
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], a["choices"][0]["text"]) << i;
+  }
+  // Sampled choices with one seed: reproducible, and the n choices differ from each other.
+  json sampled = {{"model", "stories"}, {"prompt", "Once"}, {"max_tokens", 32}, {"temperature", 1}, {"seed", 42}, {"n", 3}};
+  json s1 = json::parse(post(port(), "/v1/completions", sampled).body);
+  json s2 = json::parse(post(port(), "/v1/completions", sampled).body);
+  ASSERT_EQ(s1["choices"].size(), 3u);
+  EXPECT_EQ(s1["choices"], s2["choices"]);
+  EXPECT_NE(s1["choices"][0]["text"], s1["choices"][1]["text"]);
+}
+
+TEST_F(ServeApi, LogprobsOfGreedyTokensAreTheTopOnes) {
+  HttpReply r = post(port(), "/v1/completions",
+                     {{"model", "stories"}, {"prompt", ""}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json lp = json::parse(r.body)["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 8u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 8u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    const double chosen = lp["token_logprobs"][i];
+    EXPECT_LE(chosen, 0.0);
+    double best = -1e30;
+    for (auto& [piece, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_DOUBLE_EQ(chosen, best) << i;
+  }
+}
+
+TEST_F(ServeApi, NativeGenerateTakesTokenIdsAndReturnsThem) {
+  HttpReply r = post(port(), "/v1/generate", {{"prompt", {1}}, {"max_tokens", 16}, {"temperature", 0}, {"seed", 7}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["seed"], 7);
+  EXPECT_EQ(j["prompt_token_ids"][0], json::array({1}));
+  ASSERT_EQ(j["choices"][0]["token_ids"].size(), 16u);
+  EXPECT_EQ(reference_text().rfind(j["choices"][0]["text"].get<std::string>(), 0), 0u);
+  // A continuation: the prompt plus the first 8 generated ids goes on with the other 8.
+  json ids = json::array({1});
+  for (int i = 0; i < 8; ++i) ids.push_back(j["choices"][0]["token_ids"][i]);
+  json k = json::parse(post(port(), "/v1/generate", {{"prompt", ids}, {"max_tokens", 8}, {"temperature", 0}}).body);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(k["choices"][0]["token_ids"][i], j["choices"][0]["token_ids"][8 + i]);
+}
+
+TEST_F(ServeApi, ErrorsAreOpenAiShapedWithTheRightStatus) {
+  auto check = [&](const HttpReply& r, int status, const std::string& param) {
+    EXPECT_EQ(r.status, status) << r.body;
+    json j = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_TRUE(j["error"]["message"].is_string()) << r.body;
+    EXPECT_TRUE(j["error"]["type"].is_string()) << r.body;
+    if (!param.empty()) {
+      EXPECT_EQ(j["error"]["param"], param) << r.body;
+    }
+  };
+  check(request(port(), "POST", "/v1/completions", "{not json"), 400, "");
+  check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"max_tokens", -5}}), 400, "max_tokens");
+  check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"max_tokens", "ten"}}), 400, "max_tokens");
+  check(request(port(), "POST", "/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":1e400})"), 400, "");
+  check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"temperature", 9}}), 400, "temperature");
+  check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"compute_type", "fp16"}}), 400,
+        "compute_type");
+  check(post(port(), "/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model");
+  check(post(port(), "/v1/chat/completions", {{"model", "stories"}, {"messages", json::array()}}), 400, "messages");
+  check(request(port(), "POST", "/v1/completions", "{\"model\":\"stories\",\"prompt\":\"\xff\xfe\"}"), 400, "");
+  check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", {1, 99999}}}), 400, "prompt");
+  check(request(port(), "GET", "/v1/nothing"), 404, "");
+  check(request(port(), "GET", "/v1/completions"), 405, "");
+  check(request(port(), "POST", "/v1/completions", std::string(2 << 20, ' ')), 413, "");
+  // The server still serves.
+  EXPECT_EQ(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"max_tokens", 2}}).status, 200);
+}
+
+// The official openai npm package, as any Node.js user would use it (tests/oracle/openai_client.mjs).
+TEST_F(ServeApi, OfficialOpenAiNodeClient) {
+  if (test::slurp(test::source_path("node_modules/openai/package.json")).empty())
+    GTEST_FAIL() << "the openai npm package is missing: run scripts/setup.sh";
+  test::ProcessResult r = test::run_process({"/usr/bin/env", "node", test::source_path("tests/oracle/openai_client.mjs"),
+                                             server_->url(), "stories",
+                                             test::shared_path("models/stories260K.greedy-from-bos.txt")},
+                                            120);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok   completions.create (greedy: the reference text)"), std::string::npos) << r.out;
+}
+
+TEST_F(ServeApi, ClientThatDisconnectsMidStreamIsCancelled) {
+  {
+    TestConnection c(port());
+    const std::string body = json{{"model", "stories"}, {"prompt", ""}, {"max_tokens", 400}, {"ignore_eos", true},
+                                  {"stream", true}}.dump();
+    ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                       "\r\n\r\n" + body));
+    ASSERT_TRUE(c.read_until("data: "));
+  }  // closed mid-stream
+  // The server goes on serving, and counts the request as cancelled: its stream ended
+  // before its 400 tokens.
+  HttpReply r = post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", ""}, {"max_tokens", 4}, {"temperature", 0}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  const std::string cancelled = "tokenhive_requests_total{outcome=\"cancelled\"} ";
+  std::string metrics;
+  for (int i = 0; i < 200; ++i) {
+    metrics = request(port(), "GET", "/metrics").body;
+    const size_t at = metrics.find(cancelled);
+    if (at != std::string::npos && std::stod(metrics.substr(at + cancelled.size())) >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const size_t at = metrics.find(cancelled);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GE(std::stod(metrics.substr(at + cancelled.size())), 1) << metrics;
+}
+
+// A scrape taken while streams run passes promtool, and shows the work.
+TEST_F(ServeApi, MetricsUnderLoadPassPromtool) {
+  std::vector<std::thread> load;
+  for (int i = 0; i < 4; ++i)
+    load.emplace_back([i] {
+      post(port(), "/v1/completions",
+           {{"model", "stories"}, {"prompt", "Once"}, {"max_tokens", 300}, {"ignore_eos", true}, {"seed", i}, {"stream", true}});
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  HttpReply scrape = request(port(), "GET", "/metrics");
+  for (std::thread& t : load) t.join();
+  ASSERT_EQ(scrape.status, 200);
+  EXPECT_EQ(scrape.header("content-type").rfind("text/plain; version=0.0.4", 0), 0u) << scrape.header("content-type");
+  for (const char* name : {"tokenhive_time_to_first_token_seconds_bucket", "tokenhive_inter_token_latency_seconds_bucket",
+                           "tokenhive_e2e_request_latency_seconds_count", "tokenhive_request_queue_time_seconds_sum",
+                           "tokenhive_requests_running ", "tokenhive_kv_blocks_used{tier=\"primary\"}",
+                           "tokenhive_prompt_tokens_total ", "tokenhive_generation_tokens_total "})
+    EXPECT_NE(scrape.body.find(name), std::string::npos) << name;
+  const std::string path = test::temp_path("scrape.prom");
+  {
+    std::ofstream(path) << scrape.body;
+  }
+  test::ProcessResult r = test::run_process({"/usr/bin/env", "promtool", "check", "metrics"}, 60, path);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "(promtool comes with scripts/setup.sh)";
+  EXPECT_EQ(r.out + r.err, "");
+  ::unlink(path.c_str());
+}
+
+TEST(ServeLifecycle, SigtermDuringAStreamFinishesItAndExitsZero) {
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--shutdown-timeout", "20"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  TestConnection c(s.port(), std::chrono::seconds(30));
+  const std::string body =
+      json{{"model", "stories260K"}, {"prompt", ""}, {"max_tokens", 200}, {"ignore_eos", true}, {"temperature", 0}, {"stream", true}}.dump();
+  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                     "\r\n\r\n" + body));
+  ASSERT_TRUE(c.read_until("data: "));
+  ::kill(s.pid(), SIGTERM);
+  std::string got;
+  EXPECT_TRUE(c.read_until("data: [DONE]", &got)) << got;
+  EXPECT_EQ(s.wait(30), 0) << s.log();
+}
+
+TEST(ServeLifecycle, BadFlagsAndModelsAreOneLineErrors) {
+  test::ProcessResult r = test::run_process({test::binary_path(), "serve", "--port", "70000"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("tokenhive serve:"), std::string::npos) << r.err;
+  r = test::run_process({test::binary_path(), "serve", "--port", "0", "-m", "/nonexistent.gguf"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("nonexistent"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace th
+
+namespace th {
+namespace {
+
+// The README's curl lines (section "Serving"), run as written against a server on the
+// default model's name, with only the port changed.
+TEST(ServeReadme, CurlExamplesWorkAsWritten) {
+  const std::string readme = test::slurp(test::source_path("README.md"));
+  const size_t from = readme.find("## Serving"), to = readme.find("\n## ", from + 1);
+  ASSERT_NE(from, std::string::npos);
+  std::vector<std::string> lines;
+  std::istringstream in(readme.substr(from, to - from));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("curl ", 0) == 0) lines.push_back(line);
+  ASSERT_GE(lines.size(), 4u);
+  ServeProcess s({"-m", stories(), "--served-model-name", "default", "-t", "1", "--kv-cache-mib", "64"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const std::string port = std::to_string(s.port());
+  for (std::string line : lines) {
+    const std::string from_port = "127.0.0.1:8080";
+    const size_t at = line.find(from_port);
+    ASSERT_NE(at, std::string::npos) << line;
+    line.replace(at, from_port.size(), "127.0.0.1:" + port);
+    test::ProcessResult r = test::run_process({"/bin/sh", "-c", "curl --max-time 60 --fail-with-body " + line.substr(5)}, 90);
+    EXPECT_EQ(r.exit_code, 0) << line << "\n" << r.out << r.err;
+    if (line.find("\"stream\": true") != std::string::npos) {
+      EXPECT_NE(r.out.find("data: [DONE]"), std::string::npos) << line << "\n" << r.out;
+    } else {
+      EXPECT_TRUE(nlohmann::json::accept(r.out)) << line << "\n" << r.out;
+    }
+    EXPECT_EQ(r.out.find("\"error\""), std::string::npos) << line << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace th
+
+namespace th {
+namespace {
+
+// Hostile and broken clients each get their error or are timed out, and the server keeps
+// serving the others.
+TEST(ServeRobustness, SlowIdleAndOversizedClientsDoNotStopOthers) {
+  rlimit rl{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = std::max<rlim_t>(rl.rlim_cur, std::min<rlim_t>(rl.rlim_max, 4096));
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--http-body-timeout", "1", "--http-header-timeout", "1"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const std::string ok_body = json{{"model", "stories260K"}, {"prompt", ""}, {"max_tokens", 4}}.dump();
+  auto served = [&] { return post(s.port(), "/v1/completions", json::parse(ok_body)).status == 200; };
+
+  // 1,000 idle connections.
+  const int n_idle = rl.rlim_cur >= 1100 ? 1000 : static_cast<int>(rl.rlim_cur) - 100;
+  std::vector<std::unique_ptr<TestConnection>> idle;
+  for (int i = 0; i < n_idle; ++i) {
+    idle.push_back(std::make_unique<TestConnection>(s.port()));
+    ASSERT_TRUE(idle.back()->connected()) << i;
+  }
+  EXPECT_TRUE(served());
+  EXPECT_EQ(n_idle, 1000) << "the test could not open 1,000 descriptors";
+
+  // A body that never finishes: 408 after the body timeout, while others are served.
+  TestConnection slow(s.port());
+  ASSERT_TRUE(slow.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\":"));
+  EXPECT_TRUE(served());
+  std::optional<HttpReply> r = slow.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 408);
+
+  // Headers that never end: 408 too.
+  TestConnection slow_head(s.port());
+  ASSERT_TRUE(slow_head.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"));
+  r = slow_head.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 408);
+
+  // Oversized headers: 431.
+  EXPECT_EQ(request(s.port(), "GET", "/health", "", "X-Big: " + std::string(64 << 10, 'a') + "\r\n").status, 431);
+  // A huge number, a negative max_tokens, a wrong type, invalid UTF-8: 400 each.
+  for (const char* bad : {R"({"model":"stories260K","prompt":"x","max_tokens":123456789012345678901234567890})",
+                          R"({"model":"stories260K","prompt":"x","max_tokens":-1})",
+                          R"({"model":"stories260K","prompt":{"a":1}})", "{\"model\":\"stories260K\",\"prompt\":\"\xc3\x28\"}",
+                          "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})
+    EXPECT_EQ(request(s.port(), "POST", "/v1/completions", bad).status, 400) << bad;
+  EXPECT_TRUE(served());
+  idle.clear();
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+}  // namespace
+}  // namespace th

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/backend.h"
@@ -21,7 +23,10 @@
 #include "model/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
+#include "server/access_log.h"
+#include "server/api_keys.h"
 #include "server/api_service.h"
+#include "server/rate_limiter.h"
 #include "server/http_server.h"
 #include "server/serving_metrics.h"
 #include "server/shutdown_signal.h"
@@ -53,6 +58,8 @@ struct ServeFlags {
   int64_t max_pending = 256;
   double shutdown_timeout = 30;
   double header_timeout = 10, body_timeout = 30, idle_timeout = 60;
+  std::string api_keys;
+  std::string access_log = "-";
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -98,6 +105,11 @@ int run_serve(int argc, char** argv) {
       ->check(CLI::Range(0.001, 3600.0))->capture_default_str();
   app.add_option("--http-idle-timeout", f.idle_timeout, "seconds an idle keep-alive connection stays open")
       ->check(CLI::Range(0.001, 86400.0))->capture_default_str();
+  app.add_option("--api-keys", f.api_keys,
+                 "key file: one 'KEY TENANT [max_priority=high|normal|low|N] [rpm=N] [tpm=N]' per line; "
+                 "without it no key is needed");
+  app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
+      ->capture_default_str();
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
   f.http.header_timeout = ms(f.header_timeout);
   f.http.body_timeout = ms(f.body_timeout);
@@ -120,6 +132,24 @@ int run_serve(int argc, char** argv) {
   server::ServingMetrics metrics(TH_VERSION);
   server::ApiServiceOptions api_options;
   api_options.metrics = &metrics;
+  std::optional<server::ApiKeyStore> keys;
+  server::RateLimiter rate_limiter;
+  if (!f.api_keys.empty()) {
+    Result<server::ApiKeyStore> k = server::ApiKeyStore::load(f.api_keys);
+    if (!k.ok()) return fail(k.message());
+    keys.emplace(std::move(*k));
+    api_options.keys = &*keys;
+    api_options.rate_limiter = &rate_limiter;
+  }
+  std::unique_ptr<server::AccessLog> access_log;
+  if (f.access_log == "-") {
+    access_log = std::make_unique<server::AccessLog>(stderr);
+  } else if (!f.access_log.empty()) {
+    Result<std::unique_ptr<server::AccessLog>> a = server::AccessLog::open(f.access_log);
+    if (!a.ok()) return fail(a.message());
+    access_log = std::move(*a);
+  }
+  api_options.access_log = access_log.get();
   api_options.model_name = f.served_name;
   api_options.max_pending = f.max_pending;
   server::ApiService api(api_options);

@@ -15,7 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "server/access_log.h"
+#include "server/api_keys.h"
 #include "server/http_server.h"
+#include "server/rate_limiter.h"
 #include "server/serving_metrics.h"
 #include "server/stop_strings.h"
 #include "tokenizer/chat_template.h"
@@ -74,6 +77,15 @@ struct Call {
   bool submitted = false;   // every choice is in the engine
   bool streaming = false;   // the SSE stream has started
   bool client_gone = false;
+  const ApiKey* key = nullptr;  // with --api-keys
+  int64_t token_estimate = 0;   // what the rate limiter was charged up front
+  int status = 0;               // the status sent (0: nothing yet)
+  bool logged = false;          // its access-log line is written (a refusal logs at once)
+};
+
+// Who asked, for the access log of a request refused before it became a call.
+struct Requester {
+  std::string request_id, method, path, tenant;
 };
 
 // What the event loops, the engine thread and the responder share. Held by shared_ptr in
@@ -143,7 +155,7 @@ struct ApiService::Impl {
   // --- event-loop side
   void handle_generation(ApiEndpoint ep, const HttpRequest& r, ResponseWriter w);
   void handle_models(const HttpRequest& r, ResponseWriter w);
-  bool check_ready(ResponseWriter& w);
+  bool check_ready(const HttpRequest& r, ResponseWriter& w);
 
   // --- responder side
   void run();
@@ -152,7 +164,10 @@ struct ApiService::Impl {
   void pump(Call& c);
   void take_event(Call& c, Choice& ch, TokenEvent e);
   void finish_choice(Choice& ch, FinishReason outcome);
-  void reject(ResponseWriter& w, int status, ApiError e, std::string_view reason);
+  void reject(ResponseWriter& w, int status, ApiError e, std::string_view reason, const Requester& who,
+              std::chrono::seconds retry_after = std::chrono::seconds(0));
+  const ApiKey* authenticate(const HttpRequest& r, ResponseWriter& w);
+  void account(Call& c);
   bool complete(Call& c) const;
   void respond(Call& c);
   void fail(Call& c, int status, ApiError e);
@@ -167,30 +182,41 @@ struct ApiService::Impl {
 // ---------------------------------------------------------------------------
 // Event loops: parse, check, hand over.
 
-bool ApiService::Impl::check_ready(ResponseWriter& w) {
+bool ApiService::Impl::check_ready(const HttpRequest& r, ResponseWriter& w) {
   const int s = state.load(std::memory_order_acquire);
   if (s == kReady) return true;
   reject(w, 503,
          ApiError{s == kLoading ? "the model is still loading" : "the server is shutting down", "", std::nullopt,
                   std::string(s == kLoading ? "loading" : "draining")},
-         "not_ready");
+         "not_ready", Requester{r.id, r.method, r.path, ""});
   return false;
 }
 
 void ApiService::Impl::handle_generation(ApiEndpoint ep, const HttpRequest& r, ResponseWriter w) {
-  if (!check_ready(w)) return;
+  if (!check_ready(r, w)) return;
+  const ApiKey* key = nullptr;
+  if (options.keys && !(key = authenticate(r, w))) return;
+  const Requester who{r.id, r.method, r.path, key ? key->tenant : ""};
   ApiParseResult parsed = parse_api_request(ep, r.body, options.limits);
   if (ApiError* e = std::get_if<ApiError>(&parsed)) {
-    reject(w, 400, std::move(*e), "invalid");
+    reject(w, 400, std::move(*e), "invalid", who);
     return;
   }
   auto call = std::make_shared<Call>();
   call->req = std::move(std::get<ApiRequest>(parsed));
+  if (key) {
+    if (std::optional<ApiError> e = check_priority(*key, call->req.priority)) {
+      reject(w, 403, std::move(*e), "invalid", who);
+      return;
+    }
+    call->key = key;
+    call->tenant = key->tenant;
+  }
   if (!call->req.model.empty() && call->req.model != options.model_name) {
     reject(w, 404,
            ApiError{cat("The model `", call->req.model, "` does not exist (this server serves `", options.model_name, "`)"),
                     "", std::string("model"), std::string("model_not_found")},
-           "invalid");
+           "invalid", who);
     return;
   }
   call->id = next_call.fetch_add(1);
@@ -212,6 +238,7 @@ void ApiService::Impl::handle_generation(ApiEndpoint ep, const HttpRequest& r, R
 }
 
 void ApiService::Impl::handle_models(const HttpRequest& r, ResponseWriter w) {
+  if (options.keys && !authenticate(r, w)) return;
   json model = {{"id", options.model_name},
                 {"object", "model"},
                 {"created", started_unix},
@@ -271,12 +298,14 @@ void ApiService::Impl::run() {
         if (!complete(c)) continue;
         respond(c);
       }
+      account(c);
       calls.erase(it);
       in_flight.fetch_sub(1);
     }
     if (stopping) {
       for (auto& [id, c] : calls) {
         drop(*c);
+        account(*c);
         in_flight.fetch_sub(1);
       }
       calls.clear();
@@ -329,13 +358,36 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
   }
   const int64_t n_choices = static_cast<int64_t>(c.prompt_ids.size()) * q.n;
   if (pending.load() + n_choices > options.max_pending) {
+    c.status = 429;
     reject(c.writer, 429,
            ApiError{cat("the server is at capacity (", options.max_pending, " requests in flight); retry later"), "",
                     std::nullopt, std::string("queue_full")},
-           "queue_full");
+           "queue_full", Requester{c.request_id, "POST", c.path, c.tenant});
+    c.logged = true;
     c.choices.clear();
     c.submitted = true;
     return;
+  }
+  if (c.key && options.rate_limiter) {
+    // Charged up front with the most the request can cost (prompts, and max_tokens per
+    // choice; 256 when unbounded), settled with the real count when it ends.
+    int64_t estimate = 0;
+    for (const std::vector<int32_t>& p : c.prompt_ids) estimate += static_cast<int64_t>(p.size());
+    estimate += static_cast<int64_t>(c.prompt_ids.size()) * q.n * (q.max_tokens > 0 ? q.max_tokens : 256);
+    RateLimiter::Decision d = options.rate_limiter->admit(*c.key, estimate, Clock::now());
+    if (!d.allowed) {
+      c.status = 429;
+      reject(c.writer, 429,
+             ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
+                          d.retry_after.count(), " s"),
+                      "", std::nullopt, std::string("rate_limit_exceeded")},
+             "rate_limited", Requester{c.request_id, "POST", c.path, c.tenant}, d.retry_after);
+      c.logged = true;
+      c.choices.clear();
+      c.submitted = true;
+      return;
+    }
+    c.token_estimate = estimate;
   }
   c.seed = q.seed_given ? q.sampling.seed : rng() >> 1;
   std::shared_ptr<Mailbox> mb = mailbox;
@@ -384,6 +436,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       return;
     }
     c.streaming = true;
+    c.status = 200;
     if (q.endpoint == ApiEndpoint::ChatCompletions || q.echo) {
       // OpenAI's first chat chunk carries the role; echo sends the prompt first.
       json j = chunk(c);
@@ -593,6 +646,7 @@ void ApiService::Impl::respond(Call& c) {
   }
   if (c.choices.empty()) return;  // answered already (an error)
   if (failed) {
+    c.status = 500;
     c.writer.send(error_response(500, ApiError{failed->error, "", std::nullopt, std::nullopt}));
     return;
   }
@@ -624,10 +678,12 @@ void ApiService::Impl::respond(Call& c) {
   j["choices"] = std::move(choices);
   if (q.return_token_ids || q.endpoint == ApiEndpoint::Generate) j["prompt_token_ids"] = c.prompt_ids;
   j["usage"] = usage(c);
+  c.status = 200;
   c.writer.send(ordered_json_response(200, j));
 }
 
 void ApiService::Impl::fail(Call& c, int status, ApiError e) {
+  c.status = status;
   c.writer.send(error_response(status, std::move(e)));
   c.choices.clear();
   c.submitted = true;
@@ -647,11 +703,66 @@ void ApiService::Impl::drop(Call& c) {
   }
 }
 
-void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::string_view reason) {
+void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::string_view reason, const Requester& who,
+                              std::chrono::seconds retry_after) {
   HttpResponse r = error_response(status, std::move(e));
-  if (status == 429 || status == 503) set_retry_after(r, options.retry_after);
+  if (status == 429 || status == 503) set_retry_after(r, retry_after.count() > 0 ? retry_after : options.retry_after);
+  if (status == 401) r.set_header("WWW-Authenticate", "Bearer");
   w.send(std::move(r));
   if (options.metrics) options.metrics->record_rejected(reason);
+  if (options.access_log) {
+    AccessRecord a;
+    a.time = std::chrono::system_clock::now();
+    a.request_id = who.request_id;
+    a.method = who.method;
+    a.path = who.path;
+    a.status = status;
+    a.tenant = who.tenant;
+    options.access_log->write(a);
+  }
+}
+
+const ApiKey* ApiService::Impl::authenticate(const HttpRequest& r, ResponseWriter& w) {
+  std::optional<std::string_view> auth = r.header("authorization");
+  const ApiKey* key = auth ? options.keys->authenticate(*auth) : nullptr;
+  if (!key)
+    reject(w, 401,
+           ApiError{auth ? "Incorrect API key provided" : "No API key provided: send Authorization: Bearer <key>", "",
+                    std::nullopt, std::string("invalid_api_key")},
+           "unauthorized", Requester{r.id, r.method, r.path, ""});
+  return key;
+}
+
+// A call is over: settle its rate-limit charge and write its access-log line.
+void ApiService::Impl::account(Call& c) {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  double queue = -1, ttft = -1;
+  for (const std::vector<int32_t>& p : c.prompt_ids) prompt += static_cast<int64_t>(p.size());
+  for (const Choice& ch : c.choices) {
+    completion += static_cast<int64_t>(ch.token_ids.size());
+    cached = std::max(cached, ch.metrics.prefix_hit_tokens);
+    if (ch.metrics.queue_seconds >= 0) queue = queue < 0 ? ch.metrics.queue_seconds : std::min(queue, ch.metrics.queue_seconds);
+    if (ch.metrics.ttft_seconds >= 0) ttft = ttft < 0 ? ch.metrics.ttft_seconds : std::min(ttft, ch.metrics.ttft_seconds);
+  }
+  if (c.key && options.rate_limiter && c.token_estimate > 0)
+    options.rate_limiter->charge(*c.key, prompt + completion - c.token_estimate, Clock::now());
+  if (!options.access_log || c.logged) return;
+  c.logged = true;
+  AccessRecord a;
+  a.time = std::chrono::system_clock::now();
+  a.request_id = c.request_id;
+  a.method = "POST";
+  a.path = c.path;
+  a.status = c.status ? c.status : 499;  // 499: the client went away first (nginx's code)
+  a.tenant = c.tenant;
+  a.prompt_tokens = prompt;
+  a.completion_tokens = completion;
+  a.cached_tokens = cached;
+  a.queue_ms = queue < 0 ? -1 : queue * 1e3;
+  a.ttft_ms = ttft < 0 ? -1 : ttft * 1e3;
+  a.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - c.received).count();
+  if (!c.choices.empty()) a.finish_reason = c.choices.front().finish_reason;
+  options.access_log->write(a);
 }
 
 // ---------------------------------------------------------------------------

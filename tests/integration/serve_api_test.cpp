@@ -442,3 +442,92 @@ TEST(ServeRobustness, SlowIdleAndOversizedClientsDoNotStopOthers) {
 
 }  // namespace
 }  // namespace th
+
+namespace th {
+namespace {
+
+// --api-keys: keys, tenants (their own prefix caches), priority caps, rate limits, and the
+// access log (which never holds prompt text).
+TEST(ServeKeys, KeysTenantsLimitsAndTheAccessLog) {
+  const std::string keys_path = test::temp_path("keys.txt");
+  const std::string log_path = test::temp_path("access.log");
+  ::unlink(log_path.c_str());
+  {
+    std::ofstream out(keys_path);
+    out << "# key tenant options\n"
+        << "sk-alpha-0123456789abcdef alpha max_priority=normal\n"
+        << "sk-beta-0123456789abcdef beta\n"
+        << "sk-slow-0123456789abcdef gamma rpm=2\n";
+  }
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--api-keys", keys_path, "--access-log", log_path});
+  ASSERT_TRUE(s.ok()) << s.log();
+  auto with_key = [&](const std::string& key, const json& body) {
+    return request(s.port(), "POST", "/v1/completions", body.dump(), key.empty() ? "" : "Authorization: Bearer " + key + "\r\n");
+  };
+  const std::string marker = "Zebra Xylophone Quartz";
+  const json body = {{"model", "stories260K"}, {"prompt", marker + " Once upon a time there was a big dog who liked to run in the park with his friends every day"},
+                     {"max_tokens", 4}, {"temperature", 0}};
+
+  EXPECT_EQ(request(s.port(), "GET", "/health").status, 200);  // health needs no key
+  HttpReply r = with_key("", body);
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer");
+  EXPECT_EQ(with_key("sk-alpha-0123456789abcdeX", body).status, 401);
+  EXPECT_EQ(request(s.port(), "GET", "/v1/models").status, 401);
+  EXPECT_EQ(request(s.port(), "GET", "/v1/models", "", "Authorization: Bearer sk-beta-0123456789abcdef\r\n").status, 200);
+
+  // Priority caps: alpha may not ask for high.
+  json high = body;
+  high["priority"] = "high";
+  r = with_key("sk-alpha-0123456789abcdef", high);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "priority");
+
+  // Tenants: a prompt alpha has run is cached for alpha, not for beta.
+  r = with_key("sk-alpha-0123456789abcdef", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = with_key("sk-alpha-0123456789abcdef", body);
+  EXPECT_GT(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.body;
+  r = with_key("sk-beta-0123456789abcdef", body);
+  EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.body;
+
+  // Rate limits: gamma has 2 requests a minute.
+  EXPECT_EQ(with_key("sk-slow-0123456789abcdef", body).status, 200);
+  EXPECT_EQ(with_key("sk-slow-0123456789abcdef", body).status, 200);
+  r = with_key("sk-slow-0123456789abcdef", body);
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_GE(std::stoi(r.header("retry-after")), 1);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "rate_limit_exceeded");
+
+  // The official client with a key, and its 401.
+  test::ProcessResult node = test::run_process(
+      {"/usr/bin/env", "node", test::source_path("tests/oracle/openai_client.mjs"), s.url(), "stories260K",
+       test::shared_path("models/stories260K.greedy-from-bos.txt"), "sk-beta-0123456789abcdef"},
+      120);
+  EXPECT_EQ(node.exit_code, 0) << node.out << node.err;
+  EXPECT_NE(node.out.find("ok   errors: 401 without a valid key"), std::string::npos) << node.out;
+
+  EXPECT_EQ(s.stop(), 0);
+  const std::string log = test::slurp(log_path);
+  EXPECT_EQ(log.find("Zebra"), std::string::npos) << "prompt text in the access log";
+  EXPECT_EQ(log.find("sk-"), std::string::npos) << "a key in the access log";
+  int lines = 0, alpha = 0;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line); ++lines) {
+    json j = json::parse(line);
+    EXPECT_TRUE(j.contains("request_id") && j.contains("status") && j.contains("ttft_ms")) << line;
+    if (j["tenant"] == "alpha" && j["status"] == 200) {
+      ++alpha;
+      EXPECT_GT(j["prompt_tokens"].get<int>(), 10);
+      EXPECT_EQ(j["completion_tokens"], 4);
+      EXPECT_GT(j["e2e_ms"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(alpha, 2);
+  EXPECT_GE(lines, 10);
+  ::unlink(keys_path.c_str());
+  ::unlink(log_path.c_str());
+}
+
+}  // namespace
+}  // namespace th

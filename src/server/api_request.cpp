@@ -216,6 +216,15 @@ std::string got(const Json& v) {
   return cat(", got ", kind(v));
 }
 
+/// @brief "messages[3]": a param for an element (cheaper than cat(), which streams).
+std::string indexed(std::string_view base, size_t i) {
+  std::string s(base);
+  s += '[';
+  s += std::to_string(i);
+  s += ']';
+  return s;
+}
+
 std::string num(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);
@@ -251,29 +260,35 @@ class RequestReader {
 
   bool int_value(const Json& v, const std::string& param, int64_t lo, int64_t hi, int64_t* out,
                  std::string_view allowed = {}) {
-    const std::string what = allowed.empty() ? cat("must be an integer from ", lo, " to ", hi) : std::string(allowed);
-    if (!v.is_number_integer()) return fail(param, what + got(v));
+    // The message is built only on failure: this runs for every token id.
+    auto bad = [&] {
+      return fail(param, (allowed.empty() ? cat("must be an integer from ", lo, " to ", hi) : std::string(allowed)) + got(v));
+    };
+    if (!v.is_number_integer()) return bad();
     if (v.is_number_unsigned()) {
       const auto u = v.get<uint64_t>();
-      if (hi < 0 || u > static_cast<uint64_t>(hi)) return fail(param, what + got(v));
+      if (hi < 0 || u > static_cast<uint64_t>(hi)) return bad();
       *out = static_cast<int64_t>(u);
     } else {
       *out = v.get<int64_t>();
     }
-    if (*out < lo || *out > hi) return fail(param, what + got(v));
+    if (*out < lo || *out > hi) return bad();
     return true;
   }
 
   // A number in [lo, hi], or (lo, hi] when lo_open; stored as float.
   bool number_value(const Json& v, const std::string& param, double lo, bool lo_open, double hi, float* out) {
-    const std::string what = lo_open ? cat("must be a number greater than ", num(lo), " and at most ", num(hi))
-                                     : cat("must be a number from ", num(lo), " to ", num(hi));
-    if (!v.is_number()) return fail(param, what + got(v));
+    auto bad = [&] {
+      return fail(param, (lo_open ? cat("must be a number greater than ", num(lo), " and at most ", num(hi))
+                                  : cat("must be a number from ", num(lo), " to ", num(hi))) +
+                             got(v));
+    };
+    if (!v.is_number()) return bad();
     const double x = v.get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x <= lo)) return fail(param, what + got(v));
+    if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x <= lo)) return bad();
     *out = static_cast<float>(x);
     // A positive double too small for a float must not become the excluded bound.
-    if (lo_open && *out <= static_cast<float>(lo)) return fail(param, what + got(v));
+    if (lo_open && *out <= static_cast<float>(lo)) return bad();
     return true;
   }
 
@@ -336,11 +351,14 @@ class RequestReader {
     if (list.empty()) return fail(param, "must not be an empty list of token ids");
     out->reserve(list.size());
     for (size_t i = 0; i < list.size(); ++i) {
-      int64_t t = 0;
-      if (!int_value(list[i], cat(param, '[', i, ']'), 0, std::numeric_limits<int32_t>::max(), &t,
-                     "must be a token id, an integer from 0 to 2147483647"))
-        return false;
-      out->push_back(static_cast<int32_t>(t));
+      const Json& t = list[i];
+      if (t.is_number_unsigned() && t.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+        out->push_back(static_cast<int32_t>(t.get<uint64_t>()));
+        continue;
+      }
+      int64_t unused = 0;  // only to produce the error
+      return int_value(t, indexed(param, i), 0, std::numeric_limits<int32_t>::max(), &unused,
+                       "must be a token id, an integer from 0 to 2147483647");
     }
     return true;
   }
@@ -372,7 +390,7 @@ class RequestReader {
     r.prompts.reserve(p->size());
     for (size_t i = 0; i < p->size(); ++i) {
       const Json& e = (*p)[i];
-      const std::string param = cat("prompt[", i, ']');
+      const std::string param = indexed("prompt", i);
       if (first.is_string()) {
         if (!e.is_string()) return fail(param, "must be a string, as every prompt of a list of strings" + got(e));
         r.prompts.push_back(ApiPrompt{false, e.get<std::string>(), {}});
@@ -394,7 +412,7 @@ class RequestReader {
     std::string text;
     for (size_t j = 0; j < content.size(); ++j) {
       const Json& part = content[j];
-      const std::string pp = cat(param, '[', j, ']');
+      const std::string pp = indexed(param, j);
       if (!part.is_object()) return fail(pp, "must be an object {\"type\": \"text\", \"text\": ...}" + got(part));
       auto type = part.find("type");
       if (type == part.end() || !type->is_string())
@@ -421,14 +439,14 @@ class RequestReader {
     static constexpr std::string_view kRoles[] = {"system", "user", "assistant", "tool", "developer", "function"};
     for (size_t i = 0; i < m->size(); ++i) {
       Json& msg = (*m)[i];
-      const std::string param = cat("messages[", i, ']');
+      const std::string param = indexed("messages", i);
       if (!msg.is_object()) return fail(param, "must be an object {\"role\": ..., \"content\": ...}" + got(msg));
       auto role = msg.find("role");
       if (role == msg.end() || role->is_null())
         return fail(param + ".role", "is required: one of system, user, assistant, tool, developer, function");
       bool known = false;
       if (role->is_string())
-        for (std::string_view k : kRoles) known = known || *role == k;
+        for (std::string_view k : kRoles) known = known || role->get_ref<const std::string&>() == k;
       if (!known) return fail(param + ".role", "must be one of system, user, assistant, tool, developer, function" + got(*role));
       if (auto content = msg.find("content"); content != msg.end())
         if (!read_content(*content, param + ".content")) return false;
@@ -438,11 +456,10 @@ class RequestReader {
   }
 
   bool read_max_tokens(ApiRequest& r) {
-    const std::string allowed = cat("must be an integer from 1 to ", limits_.max_tokens);
-    if (!read_int("max_tokens", 1, limits_.max_tokens, &r.max_tokens, allowed)) return false;
+    if (!read_int("max_tokens", 1, limits_.max_tokens, &r.max_tokens)) return false;
     if (endpoint_ != ApiEndpoint::ChatCompletions) return true;
     int64_t alias = -1;
-    if (!read_int("max_completion_tokens", 1, limits_.max_tokens, &alias, allowed)) return false;
+    if (!read_int("max_completion_tokens", 1, limits_.max_tokens, &alias)) return false;
     if (alias != -1 && r.max_tokens != -1 && alias != r.max_tokens)
       return fail("max_completion_tokens", cat("is ", alias, " but max_tokens is ", r.max_tokens,
                                                ": give one of them, or the same value"));
@@ -489,7 +506,7 @@ class RequestReader {
         if (stop->size() > limits_.max_stop)
           return fail("stop", cat("must hold at most ", limits_.max_stop, " strings, got ", stop->size()));
         for (size_t i = 0; i < stop->size(); ++i)
-          if (!one((*stop)[i], cat("stop[", i, ']'))) return false;
+          if (!one((*stop)[i], indexed("stop", i))) return false;
       } else {
         return fail("stop", "must be a string or an array of strings" + got(*stop));
       }
@@ -500,7 +517,7 @@ class RequestReader {
         return fail("stop_token_ids", cat("must hold at most ", limits_.max_stop_token_ids, " token ids, got ", ids->size()));
       for (size_t i = 0; i < ids->size(); ++i) {
         int64_t t = 0;
-        if (!int_value((*ids)[i], cat("stop_token_ids[", i, ']'), 0, std::numeric_limits<int32_t>::max(), &t,
+        if (!int_value((*ids)[i], indexed("stop_token_ids", i), 0, std::numeric_limits<int32_t>::max(), &t,
                        "must be a token id, an integer from 0 to 2147483647"))
           return false;
         r.stop_token_ids.push_back(static_cast<int32_t>(t));
@@ -555,7 +572,7 @@ class RequestReader {
           {"bf16", ComputeType::Bf16}, {"fp8", ComputeType::Fp8}};
       bool found = false;
       for (const auto& [name, type] : kTypes)
-        if (c->is_string() && *c == name) {
+        if (c->is_string() && c->get_ref<const std::string&>() == name) {
           r.compute_type = type;
           found = true;
         }

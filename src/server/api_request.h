@@ -96,9 +96,12 @@ struct ApiRequest {
 using ApiParseResult = std::variant<ApiRequest, ApiError>;
 
 /// @brief Parses and validates a request body for `endpoint`. Unknown fields
-/// are ignored (as OpenAI does); a known field of the wrong type or out of
-/// range, invalid JSON, invalid UTF-8, or a missing required field is an
-/// error.
+/// are ignored (as OpenAI does) and null means absent; a known field of the
+/// wrong type or out of range, invalid JSON, invalid UTF-8, nesting deeper
+/// than limits.max_depth, or a missing required field is an error. The
+/// error's `param` is the field's path ("messages[2].content", "stop[1]"),
+/// or none for the body as a whole; its message is one line. Linear in the
+/// body's size.
 ApiParseResult parse_api_request(ApiEndpoint endpoint, std::string_view body,
                                  const ApiRequestLimits& limits = {});
 

@@ -339,12 +339,9 @@ class RequestReader {
   }
 
  private:
-  bool read_model(ApiRequest& r) {
-    if (!read_string("model", limits_.max_model_bytes, &r.model)) return false;
-    if (r.model.empty() && endpoint_ != ApiEndpoint::Generate)
-      return fail("model", "is required: a non-empty string naming the model");
-    return true;
-  }
+  // Optional everywhere, as vLLM and llama.cpp's server have it: absent or "" means the
+  // served model (OpenAI requires it; its clients always send it).
+  bool read_model(ApiRequest& r) { return read_string("model", limits_.max_model_bytes, &r.model); }
 
   // A list of token ids: non-empty, each in [0, 2^31).
   bool token_ids(const Json& list, const std::string& param, std::vector<int32_t>* out) {

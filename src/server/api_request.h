@@ -62,7 +62,7 @@ inline SamplingParams openai_sampling_defaults() {
 /// top_p 1, top_k off, min_p off, no penalties), not llama.cpp's CLI ones.
 struct ApiRequest {
   ApiEndpoint endpoint = ApiEndpoint::Completions;
-  std::string model;  // empty when absent (allowed only on /v1/generate)
+  std::string model;  // empty when absent: the served model (vLLM's and llama.cpp's leniency)
 
   // Completions and generate: one prompt or several (each gets n choices).
   std::vector<ApiPrompt> prompts;

@@ -56,7 +56,6 @@ void check_error(const ApiError& e) {
 void check_request(const ApiRequest& r, ApiEndpoint endpoint, const ApiRequestLimits& l) {
   if (r.endpoint != endpoint) die("endpoint changed");
   if (r.model.size() > l.max_model_bytes || !valid_utf8(r.model)) die("model");
-  if (r.model.empty() && endpoint != ApiEndpoint::Generate) die("model missing");
   if (endpoint == ApiEndpoint::ChatCompletions) {
     if (!r.prompts.empty()) die("chat with prompts");
     if (!r.messages.is_array() || r.messages.empty() || r.messages.size() > l.max_messages) die("messages count");

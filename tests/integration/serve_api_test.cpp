@@ -247,6 +247,8 @@ TEST_F(ServeApi, ErrorsAreOpenAiShapedWithTheRightStatus) {
   check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"compute_type", "fp16"}}), 400,
         "compute_type");
   check(post(port(), "/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model");
+  // No model at all means the served one (as vLLM and llama.cpp's server have it).
+  EXPECT_EQ(post(port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
   check(post(port(), "/v1/chat/completions", {{"model", "stories"}, {"messages", json::array()}}), 400, "messages");
   check(request(port(), "POST", "/v1/completions", "{\"model\":\"stories\",\"prompt\":\"\xff\xfe\"}"), 400, "");
   check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", {1, 99999}}}), 400, "prompt");

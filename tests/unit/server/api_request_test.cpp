@@ -246,11 +246,11 @@ TEST(ApiRequestBody, DuplicateKeysLastWinsInFirstPosition) {
 
 // ---- model ----
 
-TEST(ApiRequestModel, RequiredExceptOnGenerate) {
-  expect_rejected(kCompletions, R"({"prompt":"x"})", "model", "required");
-  expect_rejected(kCompletions, R"({"model":"","prompt":"x"})", "model", "required");
-  expect_rejected(kChat, R"({"messages":[{"role":"user","content":"x"}]})", "model", "required");
-  expect_rejected(kCompletions, R"({"model":null,"prompt":"x"})", "model", "required");
+TEST(ApiRequestModel, OptionalAsInVllmAndLlamaCpp) {
+  EXPECT_EQ(parse_ok(kCompletions, R"({"prompt":"x"})").model, "");
+  EXPECT_EQ(parse_ok(kCompletions, R"({"model":"","prompt":"x"})").model, "");
+  EXPECT_EQ(parse_ok(kChat, R"({"messages":[{"role":"user","content":"x"}]})").model, "");
+  EXPECT_EQ(parse_ok(kCompletions, R"({"model":null,"prompt":"x"})").model, "");
   expect_rejected(kCompletions, R"({"model":7,"prompt":"x"})", "model", "must be a string");
   expect_rejected(kGenerate, R"({"model":["m"],"prompt":"x"})", "model", "must be a string");
   expect_rejected(kCompletions, R"({"model":")" + std::string(257, 'm') + R"(","prompt":"x"})", "model", "256");

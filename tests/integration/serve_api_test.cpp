@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "http_test_client.h"
+#include "server/api_service.h"
+#include "server/http_server.h"
 #include "run_process.h"
 #include "serve_process.h"
 #include "test_util.h"
@@ -529,6 +531,51 @@ TEST(ServeKeys, KeysTenantsLimitsAndTheAccessLog) {
   EXPECT_GE(lines, 10);
   ::unlink(keys_path.c_str());
   ::unlink(log_path.c_str());
+}
+
+}  // namespace
+}  // namespace th
+
+namespace th {
+namespace {
+
+// More requests than --max-pending: 429 with Retry-After, and the one in flight goes on.
+TEST(ServeLimits, QueueFullIs429WithRetryAfter) {
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--max-pending", "1"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  TestConnection busy(s.port());
+  const std::string body = json{{"prompt", ""}, {"max_tokens", 1800}, {"ignore_eos", true}, {"stream", true}}.dump();
+  ASSERT_TRUE(busy.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                        "\r\n\r\n" + body));
+  ASSERT_TRUE(busy.read_until("data: "));
+  HttpReply r = post(s.port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.header("retry-after"), "1");
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
+  std::string rest;
+  EXPECT_TRUE(busy.read_until("data: [DONE]", &rest));
+  EXPECT_EQ(post(s.port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
+}
+
+// Before the model is attached: alive, not ready, generation 503 with Retry-After.
+TEST(ServeLimits, NotReadyIs503) {
+  server::HttpServerOptions o;
+  o.port = 0;
+  server::HttpServer http(o);
+  server::ApiService api(server::ApiServiceOptions{});
+  api.add_routes(http);
+  ASSERT_TRUE(http.start().ok());
+  EXPECT_EQ(request(http.port(), "GET", "/health").status, 200);
+  HttpReply ready = request(http.port(), "GET", "/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(json::parse(ready.body)["status"], "loading");
+  HttpReply r = post(http.port(), "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_FALSE(r.header("retry-after").empty());
+  api.drain();
+  EXPECT_EQ(json::parse(request(http.port(), "GET", "/ready").body)["status"], "draining");
+  http.shutdown(std::chrono::seconds(5));
+  api.stop();
 }
 
 }  // namespace

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build pkg-config g++ clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
+  libpcre2-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libssl-dev
   curl ca-certificates
 )
 

@@ -494,6 +494,15 @@ TEST(ServeKeys, KeysTenantsLimitsAndTheAccessLog) {
   EXPECT_GT(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.body;
   r = with_key("sk-beta-0123456789abcdef", body);
   EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.body;
+  // The salt comes from the authenticated tenant only: a client's cache_salt (vLLM's field)
+  // neither opens another tenant's cache nor closes its own.
+  json salted = body;
+  salted["cache_salt"] = "alpha";
+  r = with_key("sk-beta-0123456789abcdef", salted);
+  EXPECT_GT(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.body;
+  salted["cache_salt"] = "something-else";
+  r = with_key("sk-alpha-0123456789abcdef", salted);
+  EXPECT_GT(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.body;
 
   // Rate limits: gamma has 2 requests a minute.
   EXPECT_EQ(with_key("sk-slow-0123456789abcdef", body).status, 200);
@@ -527,7 +536,7 @@ TEST(ServeKeys, KeysTenantsLimitsAndTheAccessLog) {
       EXPECT_GT(j["e2e_ms"].get<double>(), 0);
     }
   }
-  EXPECT_EQ(alpha, 2);
+  EXPECT_EQ(alpha, 3);
   EXPECT_GE(lines, 10);
   ::unlink(keys_path.c_str());
   ::unlink(log_path.c_str());

@@ -39,6 +39,18 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+Result<MappedFile> MappedFile::anonymous(size_t size, std::string name) {
+  MappedFile f;
+  f.path_ = std::move(name);
+  f.size_ = size;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return Status::errorf(f.path_, ": cannot map ", size, " bytes: ", std::strerror(errno));
+    f.data_ = static_cast<const uint8_t*>(p);
+  }
+  return f;
+}
+
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
     if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);

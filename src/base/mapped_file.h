@@ -13,6 +13,9 @@ class MappedFile {
  public:
   /// @brief Maps `path` read-only. An empty file maps to size 0, data nullptr.
   static Result<MappedFile> open(const std::string& path);
+  /// @brief `size` bytes of fresh, zeroed, page-aligned private memory (for an image made in
+  /// memory, e.g. a decrypted model), named `name`; written through mutable_data().
+  static Result<MappedFile> anonymous(size_t size, std::string name);
 
   MappedFile() = default;
   MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
@@ -22,6 +25,8 @@ class MappedFile {
   ~MappedFile();
 
   const uint8_t* data() const { return data_; }
+  /// @brief Writable only for anonymous() maps (a file's map is read-only: writing faults).
+  uint8_t* mutable_data() { return const_cast<uint8_t*>(data_); }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 

@@ -10,6 +10,7 @@
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
 #include "engine/generator.h"
+#include "model/encrypted_model.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
@@ -32,6 +33,7 @@ int run_generate(int argc, char** argv) {
   SamplingParams& sp = opt.sampling;
   int64_t seed = -1;
   int n_threads = 0;
+  std::string key_file;
   app.add_option("-m,--model", model_flag, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("-p,--prompt", prompt, "prompt text; '' starts from BOS alone");
   app.add_option("-n,--n-predict", opt.max_tokens, "tokens to generate; -1: until end of text or context")
@@ -48,6 +50,7 @@ int run_generate(int argc, char** argv) {
   app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
   app.add_option("-s,--seed", seed, "random seed; -1: a random one (printed)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
+  app.add_option("--key-file", key_file, "key of an encrypted model: a file, env:VAR or cmd:COMMAND");
   app.add_flag("--ignore-eos", opt.ignore_eos, "keep generating past end-of-text tokens");
   app.add_option("-t,--threads", n_threads, "compute threads; 0: one per physical core")
       ->check(CLI::Range(0, 4096));
@@ -60,7 +63,7 @@ int run_generate(int argc, char** argv) {
 
   Result<std::string> path = resolve_model_path(model_flag);
   if (!path.ok()) return fail(path.message());
-  Result<GgufFile> file = GgufFile::open(*path);
+  Result<GgufFile> file = open_model(*path, key_file);
   if (!file.ok()) return fail(file.message());
   Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
   if (!tok.ok()) return fail(tok.message());

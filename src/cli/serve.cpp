@@ -20,6 +20,7 @@
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
 #include "engine/engine.h"
+#include "model/encrypted_model.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
@@ -60,6 +61,7 @@ struct ServeFlags {
   double header_timeout = 10, body_timeout = 30, idle_timeout = 60;
   std::string api_keys;
   std::string access_log = "-";
+  std::string key_file;
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -108,6 +110,7 @@ int run_serve(int argc, char** argv) {
   app.add_option("--api-keys", f.api_keys,
                  "key file: one 'KEY TENANT [max_priority=high|normal|low|N] [rpm=N] [tpm=N]' per line; "
                  "without it no key is needed");
+  app.add_option("--key-file", f.key_file, "key of an encrypted model: a file, env:VAR or cmd:COMMAND");
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
@@ -159,7 +162,7 @@ int run_serve(int argc, char** argv) {
   std::fprintf(stderr, "tokenhive serve: listening on http://%s:%d (loading %s)\n", f.http.host.c_str(), http.port(),
                path->c_str());
 
-  Result<GgufFile> file = GgufFile::open(*path);
+  Result<GgufFile> file = open_model(*path, f.key_file);
   if (!file.ok()) return fail(file.message());
   Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
   if (!tok.ok()) return fail(tok.message());

@@ -287,6 +287,12 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
   return g;
 }
 
+Result<GgufFile> GgufFile::adopt(MappedFile image) {
+  TH_ASSIGN_OR_RETURN(GgufFile g, parse(image.data(), image.size(), image.path()));
+  g.file_ = std::move(image);  // the mapping does not move: pointers into it stay valid
+  return g;
+}
+
 Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
   GgufFile g;
   g.name_ = name;

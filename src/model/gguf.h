@@ -76,6 +76,8 @@ class GgufFile {
   static Result<GgufFile> open(const std::string& path);
   /// @brief Parses an in-memory image (not copied; must outlive the result). For tests and fuzzing.
   static Result<GgufFile> parse(const uint8_t* data, size_t size, std::string name = "<memory>");
+  /// @brief Parses an image it takes over (e.g. a decrypted model in anonymous memory).
+  static Result<GgufFile> adopt(MappedFile image);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }

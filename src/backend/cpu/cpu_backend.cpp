@@ -240,17 +240,30 @@ class CpuBackend final : public Backend {
     const size_t act_rb = row_bytes(k.act, w.cols);
     if (act_.size() < static_cast<size_t>(n) * act_rb) act_.resize(static_cast<size_t>(n) * act_rb);
     uint8_t* act = act_.data();
+    // A kernel with a prepare step gets its activations prepared here, once, rather than
+    // in every chunk's gemm call.
+    const bool prepare = k.prepare != nullptr;
+    const size_t prep_rb = prepare ? k.prepared_row_bytes(w.cols) : 0;
+    if (prepared_.size() < static_cast<size_t>(n) * prep_rb) prepared_.resize(static_cast<size_t>(n) * prep_rb);
+    uint8_t* prep = prepared_.data();
     parallel_rows(n, w.cols, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) k.convert_act(x + t * w.cols, act + static_cast<size_t>(t) * act_rb, w.cols);
+      for (int64_t t = t0; t < t1; ++t) {
+        uint8_t* a = act + static_cast<size_t>(t) * act_rb;
+        k.convert_act(x + t * w.cols, a, w.cols);
+        if (prepare) k.prepare(a, w.cols, prep + static_cast<size_t>(t) * prep_rb);
+      }
     });
+    const auto gemm = prepare ? k.gemm_prepared : k.gemm;
+    const uint8_t* in = prepare ? prep : act;
+    const size_t in_rb = prepare ? prep_rb : act_rb;
     const size_t w_rb = row_bytes(w.type, w.cols);
     const auto* base = static_cast<const uint8_t*>(w.data);
     const int64_t per = chunk_rows(w.rows, w_rb, n);
     parallel_chunks(ceil_div(w.rows, per), [&](int64_t c, int) {
       const int64_t r0 = c * per, r1 = std::min(w.rows, r0 + per);
       for (int64_t t0 = 0; t0 < n; t0 += kTokenTile)
-        k.gemm(base, w_rb, w.cols, r0, r1, act + static_cast<size_t>(t0) * act_rb, act_rb,
-               std::min(kTokenTile, n - t0), y + t0 * w.rows, w.rows);
+        gemm(base, w_rb, w.cols, r0, r1, in + static_cast<size_t>(t0) * in_rb, in_rb, std::min(kTokenTile, n - t0),
+             y + t0 * w.rows, w.rows);
     });
   }
 
@@ -287,6 +300,7 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<float>> weight_scratch_;            // per thread: dequantized weight rows
   std::vector<cpu::AttentionScratch> attention_scratch_;      // per thread
   std::vector<uint8_t> act_;                                  // activations in the kernel's format
+  std::vector<uint8_t> prepared_;                             // and prepared, for kernels with a prepare step
   cpu::RopeCache rope_cache_;
 };
 

@@ -47,7 +47,8 @@ struct MatmulKernel {
   /// One token's act-format row (cols elements) -> its prepared form at dst.
   void (*prepare)(const uint8_t* act, int64_t cols, uint8_t* dst) = nullptr;
   /// gemm on prepared rows (act_row_bytes apart, at least prepared_row_bytes(cols)); the
-  /// same results as gemm, bit for bit.
+  /// same results as gemm, bit for bit. Give it rows on 64-byte boundaries: any alignment
+  /// works, but from 16 half the 32-byte loads straddle two cache lines (20% slower).
   void (*gemm_prepared)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                         const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
                         int64_t y_stride) = nullptr;

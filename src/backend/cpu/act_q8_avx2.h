@@ -13,8 +13,8 @@
 // products one vpmaddwd, one vcvtdq2ps, one vmulps and one FMA serve four
 // blocks: the per-lane scale vector simply holds each lane's block scale. The
 // weight bytes are rearranged once per (row, group) and reused by the tile's
-// tokens; the activation bytes are rearranged the same way once per call
-// (prepare_act), so the rearrangement costs nothing per product.
+// tokens; the activation bytes are rearranged the same way once per matmul
+// (prepare_row, the kernel's prepare hook), so it costs nothing per product.
 //
 // A family supplies a trait G:
 //   kBytes              bytes per weight block (fp16 d first)
@@ -77,21 +77,23 @@ struct PreparedAct {
 };
 
 template <class G>
-PreparedAct<G> prepare_act(const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, int64_t nb,
-                           const float* f16, int slot) {
+size_t prepared_row_bytes(int64_t cols) {
+  const int64_t nb = cols / kQK;
+  return static_cast<size_t>((nb + kGroup - 1) / kGroup) * G::kActBytes;
+}
+
+// One token's Q8_0 row (cols / 32 blocks at act) -> its prepared groups at dst.
+template <class G>
+void prepare_row(const uint8_t* act, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK;
   const int64_t ng = (nb + kGroup - 1) / kGroup;
-  const size_t token_bytes = static_cast<size_t>(ng) * G::kActBytes;
-  auto* base = reinterpret_cast<uint8_t*>(thread_scratch(slot, (token_bytes * n_tokens + 3) / 4));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const uint8_t* xr = act + t * act_row_bytes;
-    for (int64_t g = 0; g < ng; ++g) {
-      const int n = static_cast<int>(min64(kGroup, nb - g * kGroup));
-      uint8_t* out = base + t * token_bytes + g * G::kActBytes;
-      G::prepare_group(xr + g * kGroup * kQ8Bytes, n, out);
-      lane_scales<G>(xr + g * kGroup * kQ8Bytes, kQ8Bytes, n, f16, reinterpret_cast<float*>(out + G::kDxOffset));
-    }
+  const float* f16 = f16_table();
+  for (int64_t g = 0; g < ng; ++g) {
+    const int n = static_cast<int>(min64(kGroup, nb - g * kGroup));
+    uint8_t* out = dst + g * G::kActBytes;
+    G::prepare_group(act + g * kGroup * kQ8Bytes, n, out);
+    lane_scales<G>(act + g * kGroup * kQ8Bytes, kQ8Bytes, n, f16, reinterpret_cast<float*>(out + G::kDxOffset));
   }
-  return {base, token_bytes};
 }
 
 // One R x T tile over ng groups. Weights: row r's group g at w + r * w_row_bytes +
@@ -184,8 +186,9 @@ struct TailRows {
 //   and kR x kT tiles inside. Measured on 2048 x 2048 q4_0, 128 tokens: chunks of 32 groups
 //   and of 8 are 5-15% slower than 16.
 template <class G, int kR, int kT, int kR1>
-void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
-                 size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                          const uint8_t* prepared, size_t prepared_bytes, int64_t n_tokens, float* y,
+                          int64_t y_stride) {
   static_assert(kR1 <= 8 && kR <= 8);
   if (r1 <= r0 || n_tokens <= 0) return;
   const int64_t nb = cols / kQK;
@@ -201,7 +204,7 @@ void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0,
     // not overlap: 2 tokens cost 1.85x one token that way, from DRAM).
     static constexpr TileTable<G, kR1, kT, true> table;
     const int nt = static_cast<int>(n_tokens);
-    const PreparedAct<G> a = prepare_act<G>(act, act_row_bytes, n_tokens, nb, f16, 0);
+    const PreparedAct<G> a{prepared, prepared_bytes};
     for (int64_t r = r0; r < r1; r += kR1) {
       const int nr = static_cast<int>(min64(kR1, r1 - r));
       const uint8_t* wr = w + r * w_row_bytes;
@@ -224,7 +227,7 @@ void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0,
   float* dwf = thread_scratch(3, static_cast<size_t>(kRowPanel * kChunk * 8));
   for (int64_t tp = 0; tp < n_tokens; tp += panel) {
     const int64_t np = min64(panel, n_tokens - tp);
-    const PreparedAct<G> a = prepare_act<G>(act + tp * act_row_bytes, act_row_bytes, np, nb, f16, 0);
+    const PreparedAct<G> a{prepared + tp * prepared_bytes, prepared_bytes};
     float* yp = y + tp * y_stride;
     for (int64_t c = 0; c < ng; c += kChunk) {
       const int64_t nc = min64(kChunk, ng - c);           // groups in this chunk, tail included
@@ -233,13 +236,16 @@ void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0,
       for (int64_t rp = r0; rp < r1; rp += kRowPanel) {
         const int64_t nrp = min64(kRowPanel, r1 - rp);
         // Lane scales of the panel's rows for this chunk, converted once for all its tokens.
+        // Full groups straight from registers (8 scalar stores per group cost 8% of the
+        // instructions at 32 tokens), the partial last one through lane_scales.
         for (int64_t i = 0; i < nrp; ++i) {
-          const uint8_t* wr = w + (rp + i) * w_row_bytes;
-          for (int64_t g = 0; g < nc; ++g) {
-            const int64_t gg = c + g;
-            const int n = static_cast<int>(min64(kGroup, nb - gg * kGroup));
-            lane_scales<G>(wr + gg * kGroup * G::kBytes, G::kBytes, n, f16, dwf + (i * kChunk + g) * 8);
-          }
+          const uint8_t* wr = w + (rp + i) * w_row_bytes + c * kGroup * G::kBytes;
+          float* d = dwf + i * kChunk * 8;
+          for (int64_t g = 0; g < nc_full; ++g)
+            _mm256_store_ps(d + g * 8, G::dw_lanes(wr + g * kGroup * G::kBytes, f16));
+          if (chunk_has_tail)
+            lane_scales<G>(wr + nc_full * kGroup * G::kBytes, G::kBytes, static_cast<int>(nb - ng_full * kGroup),
+                           f16, d + nc_full * 8);
         }
         for (int64_t t0 = 0; t0 < np; t0 += kT) {
           const int nt = static_cast<int>(min64(kT, np - t0));
@@ -263,6 +269,19 @@ void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0,
       }
     }
   }
+}
+
+// The gemm from Q8_0 rows: prepares the tokens' activations into per-thread scratch, then
+// runs gemm_groups_prepared. (The backend prepares once per matmul instead, through the
+// kernel's prepare hook, so that each thread's row chunks do not redo it.)
+template <class G, int kR, int kT, int kR1>
+void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                 size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (r1 <= r0 || n_tokens <= 0) return;
+  const size_t pb = prepared_row_bytes<G>(cols);
+  auto* prepared = reinterpret_cast<uint8_t*>(thread_scratch(0, (pb * static_cast<size_t>(n_tokens) + 3) / 4));
+  for (int64_t t = 0; t < n_tokens; ++t) prepare_row<G>(act + t * act_row_bytes, cols, prepared + t * pb);
+  gemm_groups_prepared<G, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, prepared, pb, n_tokens, y, y_stride);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -59,6 +60,28 @@ constexpr size_t kFallbackBlockBytesMany = size_t{128} << 10;
 constexpr std::align_val_t kAlign{64};  // a cache line; also what AVX-512 loads like
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A growable byte buffer on a cache-line boundary. The prepared Q4_0 activations are read
+// 32 bytes at a time at offsets that stay within a line only from a 64-byte boundary: from
+// a std::vector's 16, half the loads straddle two lines and the batch-32 kernel ran 20%
+// slower (perf samples of the tile, one thread).
+class AlignedBytes {
+ public:
+  uint8_t* reserve(size_t n) {
+    if (n > size_) {
+      data_.reset(static_cast<uint8_t*>(::operator new[](n, kAlign)));
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { ::operator delete[](p, kAlign); }
+  };
+  std::unique_ptr<uint8_t[], Free> data_;
+  size_t size_ = 0;
+};
 
 class CpuBackend final : public Backend {
  public:
@@ -240,17 +263,29 @@ class CpuBackend final : public Backend {
     const size_t act_rb = row_bytes(k.act, w.cols);
     if (act_.size() < static_cast<size_t>(n) * act_rb) act_.resize(static_cast<size_t>(n) * act_rb);
     uint8_t* act = act_.data();
+    // A kernel with a prepare step gets its activations prepared here, once, rather than
+    // in every chunk's gemm call.
+    const bool prepare = k.prepare != nullptr;
+    const size_t prep_rb = prepare ? k.prepared_row_bytes(w.cols) : 0;
+    uint8_t* prep = prepared_.reserve(static_cast<size_t>(n) * prep_rb);
     parallel_rows(n, w.cols, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) k.convert_act(x + t * w.cols, act + static_cast<size_t>(t) * act_rb, w.cols);
+      for (int64_t t = t0; t < t1; ++t) {
+        uint8_t* a = act + static_cast<size_t>(t) * act_rb;
+        k.convert_act(x + t * w.cols, a, w.cols);
+        if (prepare) k.prepare(a, w.cols, prep + static_cast<size_t>(t) * prep_rb);
+      }
     });
+    const auto gemm = prepare ? k.gemm_prepared : k.gemm;
+    const uint8_t* in = prepare ? prep : act;
+    const size_t in_rb = prepare ? prep_rb : act_rb;
     const size_t w_rb = row_bytes(w.type, w.cols);
     const auto* base = static_cast<const uint8_t*>(w.data);
     const int64_t per = chunk_rows(w.rows, w_rb, n);
     parallel_chunks(ceil_div(w.rows, per), [&](int64_t c, int) {
       const int64_t r0 = c * per, r1 = std::min(w.rows, r0 + per);
       for (int64_t t0 = 0; t0 < n; t0 += kTokenTile)
-        k.gemm(base, w_rb, w.cols, r0, r1, act + static_cast<size_t>(t0) * act_rb, act_rb,
-               std::min(kTokenTile, n - t0), y + t0 * w.rows, w.rows);
+        gemm(base, w_rb, w.cols, r0, r1, in + static_cast<size_t>(t0) * in_rb, in_rb, std::min(kTokenTile, n - t0),
+             y + t0 * w.rows, w.rows);
     });
   }
 
@@ -287,6 +322,7 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<float>> weight_scratch_;            // per thread: dequantized weight rows
   std::vector<cpu::AttentionScratch> attention_scratch_;      // per thread
   std::vector<uint8_t> act_;                                  // activations in the kernel's format
+  AlignedBytes prepared_;                                     // and prepared, for kernels with a prepare step
   cpu::RopeCache rope_cache_;
 };
 

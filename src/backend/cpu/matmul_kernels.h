@@ -37,6 +37,21 @@ struct MatmulKernel {
   /// W rows are w_row_bytes apart; act rows act_row_bytes apart; cols is the row length.
   void (*gemm)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) = nullptr;
+
+  // Optional (all three or none): a kernel that rearranges the activations into its own
+  // layout before the products lets the caller do that once per matmul, where gemm
+  // redoes it on every call, i.e. for every chunk of rows a thread takes (at 32 tokens
+  // of a 256 x 2048 Q4_0 matrix split in 8 chunks, a quarter of the instructions).
+  /// Bytes of one token's prepared activations for rows of `cols`.
+  size_t (*prepared_row_bytes)(int64_t cols) = nullptr;
+  /// One token's act-format row (cols elements) -> its prepared form at dst.
+  void (*prepare)(const uint8_t* act, int64_t cols, uint8_t* dst) = nullptr;
+  /// gemm on prepared rows (act_row_bytes apart, at least prepared_row_bytes(cols)); the
+  /// same results as gemm, bit for bit. Give it rows on 64-byte boundaries: any alignment
+  /// works, but from 16 half the 32-byte loads straddle two cache lines (20% slower).
+  void (*gemm_prepared)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                        const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
+                        int64_t y_stride) = nullptr;
 };
 
 /// @brief The kernel for weights of `weight` type at `isa`, or nullptr when there is none

@@ -77,7 +77,8 @@ struct Q4_0Group {
 
 }  // namespace
 
-extern constinit const MatmulKernel kMatmulQ4_0Avx2 = {DType::Q4_0, DType::Q8_0, Isa::Avx2, convert_act_q8_0_avx2,
-                                                       gemm_groups<Q4_0Group, 1, 8, 1>};
+extern constinit const MatmulKernel kMatmulQ4_0Avx2 = {
+    DType::Q4_0, DType::Q8_0, Isa::Avx2, convert_act_q8_0_avx2, gemm_groups<Q4_0Group, 1, 8, 1>,
+    prepared_row_bytes<Q4_0Group>, prepare_row<Q4_0Group>, gemm_groups_prepared<Q4_0Group, 1, 8, 1>};
 
 }  // namespace th::cpu

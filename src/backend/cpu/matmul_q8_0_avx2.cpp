@@ -66,7 +66,8 @@ struct Q8_0Group {
 
 }  // namespace
 
-extern constinit const MatmulKernel kMatmulQ8_0Avx2 = {DType::Q8_0, DType::Q8_0, Isa::Avx2, convert_act_q8_0_avx2,
-                                                       gemm_groups<Q8_0Group, 1, 6, 1>};
+extern constinit const MatmulKernel kMatmulQ8_0Avx2 = {
+    DType::Q8_0, DType::Q8_0, Isa::Avx2, convert_act_q8_0_avx2, gemm_groups<Q8_0Group, 1, 6, 1>,
+    prepared_row_bytes<Q8_0Group>, prepare_row<Q8_0Group>, gemm_groups_prepared<Q8_0Group, 1, 6, 1>};
 
 }  // namespace th::cpu

@@ -200,6 +200,40 @@ TEST_P(MatmulKernelTest, EmptyRangeWritesNothing) {
   for (float v : y) EXPECT_EQ(v, -1.0f);
 }
 
+// The prepare hook (optional, all three functions or none): preparing the rows once and
+// running gemm_prepared on them gives gemm's results bit for bit, on odd shapes, row
+// ranges not starting at 0, prepared rows further apart than their contents, and token
+// counts on both sides of the tile and of a token panel.
+TEST_P(MatmulKernelTest, PreparedPathMatchesGemm) {
+  const MatmulKernel& k = *kernel_;
+  const bool any = k.prepared_row_bytes || k.prepare || k.gemm_prepared;
+  const bool all = k.prepared_row_bytes && k.prepare && k.gemm_prepared;
+  ASSERT_EQ(any, all) << "a kernel has all three prepare functions or none";
+  if (!all) GTEST_SKIP() << "this kernel has no prepare step";
+  std::mt19937 rng(11);
+  for (int64_t rows : {1, 9, 70}) {
+    for (int64_t cols : {32, 96, 160, 544, 2048 + 96}) {
+      for (int64_t n_tokens : {1, 5, 8, 9, 32, 75}) {
+        SCOPED_TRACE(testing::Message() << "rows " << rows << " cols " << cols << " tokens " << n_tokens);
+        const Problem p(k, rows, cols, n_tokens, rng);
+        const size_t prb = k.prepared_row_bytes(cols) + 96;
+        std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens), 0xEE);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          k.prepare(p.act.data() + t * p.act_row_bytes, cols, prepared.data() + t * prb);
+        std::vector<float> y(static_cast<size_t>(n_tokens * p.y_stride), std::numeric_limits<float>::quiet_NaN());
+        k.gemm_prepared(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, y.data(),
+                        p.y_stride);
+        const std::vector<float> want = p.run(k);
+        int bad = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          const bool same = std::isnan(want[i]) ? std::isnan(y[i]) : y[i] == want[i];
+          if (!same && ++bad <= 5) ADD_FAILURE() << "element " << i << ": " << y[i] << " vs gemm " << want[i];
+        }
+      }
+    }
+  }
+}
+
 // convert_act writes exactly what the reference does: quantize_row(Q8_0) for the
 // integer families (ties, nan, inf, subnormal and overflowing scales included) and
 // the row itself for the float ones.

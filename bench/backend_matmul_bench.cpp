@@ -22,7 +22,9 @@ using th::DType;
 
 void BM_BackendMatmul(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n_tokens,
                       int threads) {
-  const std::unique_ptr<th::Backend> backend = th::make_cpu_backend({.n_threads = threads});
+  th::CpuBackendOptions options;
+  options.n_threads = threads;
+  const std::unique_ptr<th::Backend> backend = th::make_cpu_backend(options);
   const size_t w_row_bytes = th::row_bytes(type, cols);
   std::vector<uint8_t> w(w_row_bytes * static_cast<size_t>(rows));
   std::mt19937 rng(1);

@@ -1,5 +1,7 @@
 #include "kv/kv_cache_manager.h"
 
+#include <cassert>
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -19,11 +21,18 @@ Result<std::unique_ptr<KvCacheManager>> KvCacheManager::create(Backend& backend,
     TH_ASSIGN_OR_RETURN(KvCache h, KvCache::create_host(n_layer, kv_dim, c.host_blocks, c.block_size, c.type));
     host.emplace(std::move(h));
   }
-  return std::unique_ptr<KvCacheManager>(new KvCacheManager(backend, std::move(primary), std::move(host), c));
+  std::optional<HostTierCipher> cipher;
+  if (host && c.encrypt_host_tier) {
+    TH_ASSIGN_OR_RETURN(HostTierCipher hc, HostTierCipher::create(c.host_blocks));
+    cipher.emplace(std::move(hc));
+  }
+  return std::unique_ptr<KvCacheManager>(
+      new KvCacheManager(backend, std::move(primary), std::move(host), std::move(cipher), c));
 }
 
-KvCacheManager::KvCacheManager(Backend& b, KvCache primary, std::optional<KvCache> host, const KvCacheConfig& c)
-    : backend_(&b), config_(c), primary_(std::move(primary)), host_(std::move(host)),
+KvCacheManager::KvCacheManager(Backend& b, KvCache primary, std::optional<KvCache> host,
+                               std::optional<HostTierCipher> cipher, const KvCacheConfig& c)
+    : backend_(&b), config_(c), primary_(std::move(primary)), host_(std::move(host)), cipher_(std::move(cipher)),
       cache_(static_cast<int32_t>(primary_.n_blocks())) {}
 
 void KvCacheManager::add(SeqId seq) { seqs_.emplace(seq, SeqKv{}); }
@@ -59,17 +68,41 @@ void KvCacheManager::release_table(SeqKv& s) {
   s.table.clear();
 }
 
-void KvCacheManager::copy_block(const KvCache& from, int32_t fb, KvCache& to, int32_t tb, bool to_host) {
-  const size_t n = from.block_bytes();
-  for (int64_t l = 0; l < from.n_layer(); ++l) {
-    if (to_host) {
-      backend_->copy_to_host(from.k_block(l, fb), to.k_block(l, tb), n);
-      backend_->copy_to_host(from.v_block(l, fb), to.v_block(l, tb), n);
-    } else {
-      backend_->copy_from_host(from.k_block(l, fb), to.k_block(l, tb), n);
-      backend_->copy_from_host(from.v_block(l, fb), to.v_block(l, tb), n);
-    }
+void KvCacheManager::copy_to_host_tier(int32_t pb, int32_t hb) {
+  const size_t n = primary_.block_bytes();
+  HostTierCipher::Pieces pieces;
+  for (int64_t l = 0; l < primary_.n_layer(); ++l) {
+    backend_->copy_to_host(primary_.k_block(l, pb), host_->k_block(l, hb), n);
+    backend_->copy_to_host(primary_.v_block(l, pb), host_->v_block(l, hb), n);
+    pieces.emplace_back(static_cast<uint8_t*>(host_->k_block(l, hb)), n);
+    pieces.emplace_back(static_cast<uint8_t*>(host_->v_block(l, hb)), n);
   }
+  // Sealing cannot fail short of OpenSSL itself failing; then the engine's invariant is gone.
+  if (cipher_) {
+    Status s = cipher_->seal(hb, pieces);
+    assert(s.ok());
+    (void)s;
+  }
+}
+
+Status KvCacheManager::copy_from_host_tier(int32_t hb, int32_t pb) {
+  const size_t n = primary_.block_bytes();
+  if (!cipher_) {
+    for (int64_t l = 0; l < primary_.n_layer(); ++l) {
+      backend_->copy_from_host(host_->k_block(l, hb), primary_.k_block(l, pb), n);
+      backend_->copy_from_host(host_->v_block(l, hb), primary_.v_block(l, pb), n);
+    }
+    return ok_status();
+  }
+  std::vector<std::pair<const uint8_t*, size_t>> pieces;
+  for (int64_t l = 0; l < primary_.n_layer(); ++l) {
+    pieces.emplace_back(static_cast<const uint8_t*>(host_->k_block(l, hb)), n);
+    pieces.emplace_back(static_cast<const uint8_t*>(host_->v_block(l, hb)), n);
+  }
+  return cipher_->open(hb, pieces, [&](size_t i, const uint8_t* plain, size_t len) {
+    const int64_t l = static_cast<int64_t>(i / 2);
+    backend_->copy_from_host(plain, i % 2 == 0 ? primary_.k_block(l, pb) : primary_.v_block(l, pb), len);
+  });
 }
 
 PrefixMatch KvCacheManager::match_prefix(std::span<const BlockHash> hashes, int64_t n_tokens) const {
@@ -163,7 +196,16 @@ Status KvCacheManager::prepare(std::span<const KvStepEntry> entries) {
       std::vector<int32_t> table;
       for (size_t j = 0; j < need; ++j) {
         table.push_back(take_primary());
-        if (j < s.table.size()) copy_block(*host_, s.table[j], primary_, table.back(), /*to_host=*/false);
+        if (j >= s.table.size()) continue;
+        if (Status st = copy_from_host_tier(s.table[j], table.back()); !st.ok()) {
+          // As a finished swap-in would leave it, so that rollback releases the primary blocks
+          // and restores the host table.
+          s.table = std::move(table);
+          s.tier = KvTier::Primary;
+          s.n_published = 0;
+          rollback();
+          return st;
+        }
       }
       s.table = std::move(table);  // the host blocks are released at commit (the undo log keeps them)
       s.tier = KvTier::Primary;
@@ -231,7 +273,7 @@ Status KvCacheManager::swap_out(SeqId seq) {
   std::vector<int32_t> host_table;
   for (int32_t b : s.table) {
     host_table.push_back(host_->pool().take());
-    copy_block(primary_, b, *host_, host_table.back(), /*to_host=*/true);
+    copy_to_host_tier(b, host_table.back());
   }
   release_table(s);
   s.table = std::move(host_table);

@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #include "base/status.h"
 #include "kv/block_hash.h"
+#include "kv/host_tier_cipher.h"
 #include "kv/kv_cache.h"
 #include "kv/prefix_cache.h"
 
@@ -36,6 +37,7 @@ struct KvCacheConfig {
   int64_t host_blocks = 0;      // blocks in host memory; 0: no host tier (preemption always recomputes)
   DType type = DType::F32;      // f32, f16, bf16 or q8_0
   bool prefix_caching = true;
+  bool encrypt_host_tier = true;  // host blocks sealed with AES-256-GCM under a per-process key (host_tier_cipher.h)
 };
 
 enum class KvTier : uint8_t { None, Primary, Host };
@@ -71,6 +73,8 @@ class KvCacheManager {
   const KvCache& primary() const { return primary_; }
   int64_t block_size() const { return primary_.block_size(); }
   bool has_host_tier() const { return host_.has_value(); }
+  /// @brief The host tier (null without one), for inspection.
+  const KvCache* host() const { return host_ ? &*host_ : nullptr; }
 
   // --- Sequences
   /// @brief Registers a sequence with no blocks.
@@ -136,17 +140,20 @@ class KvCacheManager {
     std::span<const BlockHash> hashes;
   };
 
-  KvCacheManager(Backend& b, KvCache primary, std::optional<KvCache> host, const KvCacheConfig& c);
+  KvCacheManager(Backend& b, KvCache primary, std::optional<KvCache> host, std::optional<HostTierCipher> cipher,
+                 const KvCacheConfig& c);
   int32_t take_primary();                  // a free block, evicting the oldest unused cached one if needed
   void use_cached(int32_t block);          // one more reference to a cached block
   void release_primary(int32_t block);     // one reference less; an unused cached block joins the LRU list
   void release_table(SeqKv& s);            // releases in reverse, so a prefix's tail is evicted before its head
-  void copy_block(const KvCache& from, int32_t fb, KvCache& to, int32_t tb, bool to_host);
+  void copy_to_host_tier(int32_t primary_block, int32_t host_block);      // sealed when encrypting
+  Status copy_from_host_tier(int32_t host_block, int32_t primary_block);  // verified when encrypting
 
   Backend* backend_;
   KvCacheConfig config_;
   KvCache primary_;
   std::optional<KvCache> host_;
+  std::optional<HostTierCipher> cipher_;  // with encrypt_host_tier and a host tier
   PrefixCache cache_;
   std::unordered_map<SeqId, SeqKv> seqs_;
   std::vector<Undo> txn_;

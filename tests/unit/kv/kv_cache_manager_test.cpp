@@ -13,8 +13,9 @@ constexpr int64_t kBs = 4;
 struct Fixture {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<KvCacheManager> kv;
-  explicit Fixture(int64_t primary, int64_t host = 0) {
+  explicit Fixture(int64_t primary, int64_t host = 0, bool encrypt = true) {
     KvCacheConfig c;
+    c.encrypt_host_tier = encrypt;
     c.block_size = kBs;
     c.primary_blocks = primary;
     c.host_blocks = host;
@@ -177,6 +178,40 @@ TEST(KvCacheManager, SwapOutAndInKeepsEveryLayersRows) {
           ASSERT_EQ(d[i], static_cast<uint8_t>(seed + i * 7)) << "layer " << l << " block " << j << " byte " << i;
       }
     }
+}
+
+// Host-tier blocks are sealed: the host copy is not the plaintext, a changed byte fails the
+// swap-in (which leaves everything as it was), and without encryption the copy is plain.
+TEST(KvCacheManager, HostTierBlocksAreEncryptedAndVerified) {
+  for (bool encrypt : {true, false}) {
+    Fixture f(8, 8, encrypt);
+    KvCacheManager& kv = *f.kv;
+    Seq a(1, iota(10));
+    kv.add(a.id);
+    run(kv, {a.entry(10)});
+    const KvCache& p = kv.primary();
+    const int32_t pb = kv.table(a.id)[0];
+    auto* k0 = static_cast<uint8_t*>(p.k_block(0, pb));
+    for (size_t i = 0; i < p.block_bytes(); ++i) k0[i] = static_cast<uint8_t>(i * 13 + 1);
+    std::vector<uint8_t> plain(k0, k0 + p.block_bytes());
+    ASSERT_TRUE(kv.swap_out(a.id).ok());
+    const int32_t hb = kv.table(a.id)[0];
+    auto* h0 = static_cast<uint8_t*>(kv.host()->k_block(0, hb));
+    const bool same = std::memcmp(h0, plain.data(), plain.size()) == 0;
+    EXPECT_EQ(same, !encrypt) << "encrypt=" << encrypt;
+    if (!encrypt) continue;
+    h0[5] ^= 1;  // tamper with the sealed copy
+    std::vector<KvStepEntry> e = {a.entry(11)};
+    Status s = kv.prepare(e);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("does not verify"), std::string::npos) << s.message();
+    EXPECT_EQ(kv.tier(a.id), KvTier::Host);
+    ASSERT_TRUE(kv.check_invariants().ok()) << kv.check_invariants().message();
+    h0[5] ^= 1;  // restored: it verifies again, and the plaintext comes back
+    run(kv, {a.entry(11)});
+    const auto* back = static_cast<const uint8_t*>(p.k_block(0, kv.table(a.id)[0]));
+    EXPECT_EQ(std::memcmp(back, plain.data(), plain.size()), 0);
+  }
 }
 
 TEST(KvCacheManager, SwapOutNeedsRoomInTheHostTier) {

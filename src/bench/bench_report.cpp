@@ -164,18 +164,20 @@ std::string compare_table(const json& a, const json& b, const std::string& name_
       ratio = fmt(vb->get<double>() / va->get<double>(), 3);
     pad_row(out, label, {fmt_json(va), fmt_json(vb), ratio}, kLabel, kCell);
   };
+  // The whole run in full; each class by its counts, throughputs and median and tail latencies.
   auto section = [&](const std::string& prefix, const std::vector<std::string>& base, bool full) {
     auto p = [&](std::vector<std::string> rest) {
       std::vector<std::string> path = base;
       path.insert(path.end(), rest.begin(), rest.end());
       return path;
     };
-    for (const char* k : {"requests", "completed", "failed", "output_tokens"}) row(prefix + k, p({k}));
+    for (const char* k : {"requests", "completed", "failed", "output_tokens"})
+      if (full || std::string(k) == "completed" || std::string(k) == "failed") row(prefix + k, p({k}));
     if (full) row(prefix + "duration_s", p({"duration_s"}));
     for (const char* k : {"request_throughput", "output_tokens_per_s", "goodput_per_s"}) row(prefix + k, p({k}));
     for (const char* m : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"})
       for (const char* q : {"mean", "p50", "p90", "p99"})
-        if (full || std::string(q) != "p90") row(prefix + m + " " + q, p({m, q}));
+        if (full || (std::string(q) != "mean" && std::string(q) != "p90")) row(prefix + m + " " + q, p({m, q}));
   };
   section("", {}, true);
   std::set<std::string> classes;

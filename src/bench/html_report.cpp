@@ -30,8 +30,8 @@ double nice_max(double x) {
 
 struct Frame {
   std::string title, xlabel, ylabel;
-  double xmax = 1, ymax = 1;
-  double x(double v) const { return kLeft + v / xmax * (kW - kLeft - kRight); }
+  double xmin = 0, xmax = 1, ymax = 1;
+  double x(double v) const { return kLeft + (v - xmin) / (xmax - xmin) * (kW - kLeft - kRight); }
   double y(double v) const { return kH - kBottom - v / ymax * (kH - kTop - kBottom); }
 };
 
@@ -40,7 +40,7 @@ std::string open_svg(const Frame& f) {
                       kW, " ", kH, "\">\n");
   s += cat("<text x=\"", kW / 2, "\" y=\"16\" text-anchor=\"middle\" class=\"t\">", html_escape(f.title), "</text>\n");
   for (int i = 0; i <= 4; ++i) {
-    const double xv = f.xmax * i / 4, yv = f.ymax * i / 4;
+    const double xv = f.xmin + (f.xmax - f.xmin) * i / 4, yv = f.ymax * i / 4;
     s += cat("<line x1=\"", kLeft, "\" x2=\"", kW - kRight, "\" y1=\"", f.y(yv), "\" y2=\"", f.y(yv),
              "\" class=\"g\"/>\n");
     s += cat("<text x=\"", kLeft - 4, "\" y=\"", f.y(yv) + 4, "\" text-anchor=\"end\">", num(yv), "</text>\n");
@@ -53,21 +53,32 @@ std::string open_svg(const Frame& f) {
   return s;
 }
 
-// Bars of equal width over [0, upper); values above `upper` fall in the last bar.
+// An x axis around [lo, hi]: a nice span (1, 2 or 5 x 10^k) starting at a multiple of its
+// quarter, so that the data fills most of the width.
+std::pair<double, double> x_axis(double lo, double hi) {
+  double span = nice_max(hi - lo);
+  const double start = std::floor(lo / (span / 4)) * (span / 4);
+  if (start + span < hi) span = nice_max(hi - start);
+  return {start, start + span};
+}
+
+// Bars of equal width over the axis; values past its end (above 1.25 x p99) fall in the last bar.
 std::string histogram_svg(const std::string& title, const std::vector<double>& sorted) {
   constexpr int kBins = 40;
-  const double upper = nice_max(std::min(sorted.back(), percentile(sorted, 99) * 1.25));
+  const auto [lo, hi] = x_axis(sorted.front(), std::min(sorted.back(), percentile(sorted, 99) * 1.25));
+  const double width = (hi - lo) / kBins;
   std::vector<int64_t> bins(kBins, 0);
-  for (double v : sorted) bins[std::clamp(static_cast<int>(v / upper * kBins), 0, kBins - 1)]++;
-  Frame f{title + " histogram", "ms", "requests", upper,
+  for (double v : sorted) bins[std::clamp(static_cast<int>((v - lo) / width), 0, kBins - 1)]++;
+  Frame f{title + " histogram", "ms", "requests", lo, hi,
           nice_max(static_cast<double>(*std::max_element(bins.begin(), bins.end())))};
   std::string s = open_svg(f);
   for (int b = 0; b < kBins; ++b) {
     if (!bins[b]) continue;
-    const double x0 = f.x(upper * b / kBins), x1 = f.x(upper * (b + 1) / kBins), y = f.y(static_cast<double>(bins[b]));
+    const double b0 = lo + width * b, b1 = b0 + width;
+    const double x0 = f.x(b0), x1 = f.x(b1), y = f.y(static_cast<double>(bins[b]));
     s += cat("<rect x=\"", x0, "\" y=\"", y, "\" width=\"", std::max(0.5, x1 - x0 - 1), "\" height=\"",
-             kH - kBottom - y, "\" class=\"bar\"><title>", num(upper * b / kBins), "-", num(upper * (b + 1) / kBins),
-             " ms: ", bins[b], "</title></rect>\n");
+             kH - kBottom - y, "\" class=\"bar\"><title>", num(b0), "-", num(b1), " ms: ", bins[b],
+             "</title></rect>\n");
   }
   return s + "</svg>\n";
 }
@@ -79,7 +90,8 @@ std::string polyline(const Frame& f, const std::vector<std::pair<double, double>
 }
 
 std::string cdf_svg(const std::string& title, const std::vector<double>& sorted) {
-  Frame f{title + " CDF", "ms", "fraction of requests", nice_max(sorted.back()), 1};
+  const auto [lo, hi] = x_axis(sorted.front(), sorted.back());
+  Frame f{title + " CDF", "ms", "fraction of requests", lo, hi, 1};
   std::vector<std::pair<double, double>> pts;
   const size_t n = sorted.size(), step = std::max<size_t>(1, n / 400);  // ~400 points at most
   for (size_t i = 0; i < n; i += step) pts.emplace_back(sorted[i], static_cast<double>(i + 1) / static_cast<double>(n));
@@ -89,7 +101,7 @@ std::string cdf_svg(const std::string& title, const std::vector<double>& sorted)
 
 std::string timeline_svg(const std::string& title, const std::string& ylabel, const std::vector<double>& per_bin,
                          double bin_s) {
-  Frame f{title, "seconds since start", ylabel, nice_max(bin_s * static_cast<double>(per_bin.size())),
+  Frame f{title, "seconds since start", ylabel, 0, nice_max(bin_s * static_cast<double>(per_bin.size())),
           nice_max(*std::max_element(per_bin.begin(), per_bin.end()))};
   std::vector<std::pair<double, double>> pts;
   for (size_t i = 0; i < per_bin.size(); ++i) {

@@ -1,5 +1,5 @@
 // `tokenhive bench SUBCOMMAND`: one verb, a CLI11 subcommand per thing measured
-// (`model`, `engine`). Each subcommand adds itself to the verb's app
+// (`model`, `engine`, `serve`). Each subcommand adds itself to the verb's app
 // and hands back what runs it once the flags are parsed.
 #pragma once
 
@@ -18,5 +18,7 @@ struct BenchSubcommand {
 BenchSubcommand add_bench_model(CLI::App& bench);
 /// @brief `bench engine`: the serving engine's prefix reuse, priorities under overload, concurrent streams.
 BenchSubcommand add_bench_engine(CLI::App& bench);
+/// @brief `bench serve`: load-tests an OpenAI-compatible server (latencies, throughput, goodput).
+BenchSubcommand add_bench_serve(CLI::App& bench);
 
 }  // namespace th::cli

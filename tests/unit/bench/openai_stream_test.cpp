@@ -1,0 +1,164 @@
+#include "bench/openai_stream.h"
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace th::bench {
+namespace {
+
+using nlohmann::json;
+
+// A scripted server: each step sleeps, then delivers one SSE data payload; the stream then
+// returns `end` (a transport or HTTP failure when not ok).
+struct Step {
+  int sleep_ms;
+  std::string data;
+};
+
+struct FakeServer {
+  std::vector<Step> steps;
+  Status end = ok_status();
+  std::string path, body;  // what the request was
+  int delivered = 0;
+
+  StreamFn fn() {
+    return [this](const std::string& p, const std::string& b, const std::function<bool(std::string_view)>& on_event) {
+      path = p;
+      body = b;
+      for (const Step& s : steps) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(s.sleep_ms));
+        ++delivered;
+        if (!on_event(s.data)) return Status::error("aborted by the reader");
+      }
+      return end;
+    };
+  }
+};
+
+std::string text_chunk(const std::string& text) {
+  return json({{"id", "cmpl-1"}, {"object", "text_completion"},
+               {"choices", {{{"index", 0}, {"text", text}, {"finish_reason", nullptr}}}}})
+      .dump();
+}
+
+BenchRequest request() {
+  BenchRequest r;
+  r.index = 3;
+  r.prompt = "the time of day";
+  r.input_tokens_hint = 4;
+  r.max_tokens = 3;
+  r.priority = "high";
+  return r;
+}
+
+TEST(OpenAiStream, BodyIsTheStreamingCompletionsRequest) {
+  OpenAiTarget t;
+  t.model = "llama";
+  const json b = json::parse(openai_request_body(request(), t));
+  EXPECT_EQ(b["model"], "llama");
+  EXPECT_EQ(b["prompt"], "the time of day");
+  EXPECT_EQ(b["max_tokens"], 3);
+  EXPECT_EQ(b["stream"], true);
+  EXPECT_EQ(b["stream_options"]["include_usage"], true);
+  EXPECT_EQ(b["ignore_eos"], true);
+  EXPECT_FALSE(b.contains("priority"));  // only with a priority mix
+  t.send_priority = true;
+  t.model.clear();
+  const json p = json::parse(openai_request_body(request(), t));
+  EXPECT_EQ(p["priority"], -1);
+  EXPECT_FALSE(p.contains("model"));
+  t.endpoint = "/v1/chat/completions";
+  const json c = json::parse(openai_request_body(request(), t));
+  EXPECT_FALSE(c.contains("prompt"));
+  EXPECT_EQ(c["messages"][0]["role"], "user");
+  EXPECT_EQ(c["messages"][0]["content"], "the time of day");
+}
+
+TEST(OpenAiStream, TimesFirstTokenAndEachChunkAndReadsUsage) {
+  FakeServer s;
+  s.steps = {{60, text_chunk("Once")},
+             {30, text_chunk(" upon")},
+             {30, text_chunk(" a time")},
+             {0, json({{"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", "length"}}}}}).dump()},
+             {0, json({{"choices", json::array()}, {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 4}}}}).dump()},
+             {0, "[DONE]"}};
+  OpenAiTarget t;
+  const RequestRecord r = run_openai_stream(s.fn(), request(), t);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(s.path, "/v1/completions");
+  EXPECT_EQ(json::parse(s.body)["max_tokens"], 3);
+  EXPECT_EQ(r.index, 3);
+  EXPECT_EQ(r.priority, "high");
+  EXPECT_EQ(r.output_tokens, 4);  // the usage chunk's count wins over the 3 content chunks
+  EXPECT_EQ(r.prompt_tokens, 5);
+  ASSERT_EQ(r.token_times_s.size(), 3u);  // the empty finishing text is not a token
+  EXPECT_EQ(r.first_token_s, r.token_times_s[0]);
+  EXPECT_GE(r.first_token_s - r.send_s, 0.055);
+  EXPECT_LT(r.first_token_s - r.send_s, 1.0);
+  EXPECT_GE(r.token_times_s[1] - r.token_times_s[0], 0.025);
+  EXPECT_GE(r.token_times_s[2] - r.token_times_s[1], 0.025);
+  EXPECT_GE(r.end_s, r.token_times_s[2]);
+}
+
+TEST(OpenAiStream, WithoutUsageCountsChunksAndTakesTheHint) {
+  FakeServer s;
+  s.steps = {{0, text_chunk("a")}, {0, "  " + text_chunk("b") + "\r\n"}, {0, ""}, {0, "[DONE]"}};
+  const RequestRecord r = run_openai_stream(s.fn(), request(), OpenAiTarget{});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.output_tokens, 2);
+  EXPECT_EQ(r.prompt_tokens, 4);
+}
+
+TEST(OpenAiStream, ChatDeltasAreContent) {
+  FakeServer s;
+  s.steps = {{0, json({{"choices", {{{"delta", {{"role", "assistant"}}}}}}}).dump()},  // role only: no content
+             {10, json({{"choices", {{{"delta", {{"content", "Hi"}}}}}}}).dump()},
+             {0, "[DONE]"}};
+  OpenAiTarget t;
+  t.endpoint = "/v1/chat/completions";
+  const RequestRecord r = run_openai_stream(s.fn(), request(), t);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.token_times_s.size(), 1u);
+  EXPECT_GE(r.first_token_s - r.send_s, 0.009);
+}
+
+TEST(OpenAiStream, FailuresAreRecorded) {
+  {
+    FakeServer s;  // the transport fails after a token
+    s.steps = {{0, text_chunk("a")}};
+    s.end = Status::error("HTTP 503: server overloaded\nretry later");
+    const RequestRecord r = run_openai_stream(s.fn(), request(), OpenAiTarget{});
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, "HTTP 503: server overloaded retry later");  // one line
+  }
+  {
+    FakeServer s;  // an error event mid-stream stops the reading
+    s.steps = {{0, text_chunk("a")}, {0, R"({"error": {"message": "out of memory", "type": "server_error"}})"},
+               {0, text_chunk("b")}};
+    const RequestRecord r = run_openai_stream(s.fn(), request(), OpenAiTarget{});
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, "the server sent an error: out of memory");
+    EXPECT_EQ(s.delivered, 2);
+  }
+  {
+    FakeServer s;
+    s.steps = {{0, "not json"}};
+    const RequestRecord r = run_openai_stream(s.fn(), request(), OpenAiTarget{});
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("not a JSON object: not json"), std::string::npos);
+  }
+  {
+    FakeServer s;  // a clean stream with nothing in it
+    s.steps = {{0, json({{"choices", json::array()}, {"usage", {{"completion_tokens", 0}}}}).dump()}, {0, "[DONE]"}};
+    const RequestRecord r = run_openai_stream(s.fn(), request(), OpenAiTarget{});
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, "the stream ended without any content");
+  }
+}
+
+}  // namespace
+}  // namespace th::bench

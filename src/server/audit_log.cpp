@@ -191,6 +191,7 @@ Result<std::unique_ptr<AuditLog>> AuditLog::open(const std::string& path, Ed2551
   }
 
   log->last_checkpoint_time_ = std::chrono::steady_clock::now();
+  log->opened_ = true;
   if (log->options_.checkpoint_every_entries > 0 || log->options_.checkpoint_every_seconds > 0)
     log->timer_ = std::thread([l = log.get()] { l->timer_loop(); });
   return log;
@@ -296,7 +297,8 @@ void AuditLog::timer_loop() {
 Status AuditLog::close() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (closed_) return ok_status();
+    // A log that failed to open (tampered, rolled back) must not get a checkpoint on the way out.
+    if (closed_ || !opened_) return ok_status();
     stop_ = true;
   }
   wake_.notify_all();

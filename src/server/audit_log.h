@@ -92,6 +92,7 @@ class AuditLog {
   Hash last_leaf_{};
   uint64_t checkpointed_ = 0;
   bool have_checkpoint_ = false;
+  bool opened_ = false;  // open() finished: until then close() must write nothing
   bool closed_ = false;
   std::string broken_;  // a failed write or sync: every later call fails with it
   std::chrono::steady_clock::time_point last_checkpoint_time_;

@@ -18,6 +18,7 @@ constexpr Verb kVerbs[] = {
     {"mkmodel", "write a synthetic Llama GGUF model of a real shape", th::cli::run_mkmodel},
     {"serve", "serve a model over HTTP (OpenAI-compatible API, metrics)", th::cli::run_serve},
     {"bench", "measure speed against the machine's limits (bench model, bench engine)", th::cli::run_bench},
+    {"audit", "the tamper-evident audit log: keygen, verify", th::cli::run_audit},
 };
 
 void usage(FILE* out) {

@@ -167,7 +167,12 @@ Result<LoggedEntry> decode_entry(std::span<const uint8_t> bytes) {
   if (r.ok() && version != kEntryVersion) return Status::errorf("entry version ", int(version), " (expected 1)");
   le.index = r.u64();
   r.array(le.prev_leaf);
-  e.time = from_unix_us(r.i64());
+  const int64_t us = r.i64();
+  // system_clock counts nanoseconds here: about +-292 years around 1970.
+  constexpr int64_t kMaxUs = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::system_clock::duration::max()).count();
+  if (r.ok() && (us > kMaxUs || us < -kMaxUs)) return Status::errorf("entry time ", us, " us is out of range");
+  e.time = from_unix_us(us);
   r.str(e.request_id);
   r.str(e.tenant);
   r.str(e.key_id);

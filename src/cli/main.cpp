@@ -19,6 +19,7 @@ constexpr Verb kVerbs[] = {
     {"serve", "serve a model over HTTP (OpenAI-compatible API, metrics)", th::cli::run_serve},
     {"model", "encrypted model files (keygen, encrypt, rekey)", th::cli::run_model},
     {"bench", "measure speed against the machine's limits (bench model, bench engine)", th::cli::run_bench},
+    {"audit", "the tamper-evident audit log: keygen, verify", th::cli::run_audit},
 };
 
 void usage(FILE* out) {

@@ -9,5 +9,6 @@ int run_mkmodel(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_model(int argc, char** argv);
+int run_audit(int argc, char** argv);
 
 }  // namespace th::cli

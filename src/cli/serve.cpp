@@ -27,6 +27,8 @@
 #include "server/access_log.h"
 #include "server/api_keys.h"
 #include "server/api_service.h"
+#include "server/audit_log.h"
+#include "server/ed25519.h"
 #include "server/rate_limiter.h"
 #include "server/http_server.h"
 #include "server/serving_metrics.h"
@@ -62,6 +64,9 @@ struct ServeFlags {
   std::string api_keys;
   std::string access_log = "-";
   std::string key_file;
+  std::string audit_log, audit_key, audit_copy;
+  uint64_t audit_every = 1000;
+  double audit_seconds = 60;
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -111,6 +116,12 @@ int run_serve(int argc, char** argv) {
                  "key file: one 'KEY TENANT [max_priority=high|normal|low|N] [rpm=N] [tpm=N]' per line; "
                  "without it no key is needed");
   app.add_option("--key-file", f.key_file, "key of an encrypted model: a file, env:VAR or cmd:COMMAND");
+  app.add_option("--audit-log", f.audit_log, "tamper-evident audit log (one entry per request; `tokenhive audit verify`)");
+  app.add_option("--audit-key", f.audit_key, "Ed25519 private key that signs its checkpoints (`tokenhive audit keygen`)");
+  app.add_option("--audit-checkpoint-copy", f.audit_copy, "also append each checkpoint here (a place the server does not control)");
+  app.add_option("--audit-checkpoint-every", f.audit_every, "a signed checkpoint every N entries (0: not by count)")->capture_default_str();
+  app.add_option("--audit-checkpoint-seconds", f.audit_seconds, "... and every S seconds with new entries (0: not by time)")
+      ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
@@ -153,6 +164,26 @@ int run_serve(int argc, char** argv) {
     access_log = std::move(*a);
   }
   api_options.access_log = access_log.get();
+  std::unique_ptr<server::AuditLog> audit;
+  if (f.audit_log.empty() != f.audit_key.empty()) {
+    std::fprintf(stderr, "tokenhive serve: --audit-log and --audit-key go together\n");
+    return 2;
+  }
+  if (!f.audit_log.empty()) {
+    Result<server::Ed25519PrivateKey> key = server::Ed25519PrivateKey::load(f.audit_key);
+    if (!key.ok()) return fail(key.message());
+    server::AuditLogOptions ao;
+    ao.checkpoint_every_entries = f.audit_every;
+    ao.checkpoint_every_seconds = f.audit_seconds;
+    ao.checkpoint_copy_path = f.audit_copy;
+    Result<std::unique_ptr<server::AuditLog>> a = server::AuditLog::open(f.audit_log, std::move(*key), ao);
+    if (!a.ok()) return fail(a.message());
+    audit = std::move(*a);
+    if (audit->recovery().dropped_tail)
+      std::fprintf(stderr, "tokenhive serve: audit log: dropped a torn last record (%llu bytes) left by a crash\n",
+                   static_cast<unsigned long long>(audit->recovery().dropped_bytes));
+    api_options.audit = audit.get();
+  }
   api_options.model_name = f.served_name;
   api_options.max_pending = f.max_pending;
   server::ApiService api(api_options);
@@ -209,6 +240,9 @@ int run_serve(int argc, char** argv) {
   const bool clean = http.shutdown(std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000)));
   api.stop();
   (*engine)->stop();
+  if (audit) {
+    if (Status s = audit->close(); !s.ok()) std::fprintf(stderr, "tokenhive serve: audit log: %s\n", s.message().c_str());
+  }
   std::fprintf(stderr, "tokenhive serve: stopped%s\n", clean ? "" : " (cut requests that outlived the deadline)");
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "server/api_service.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -17,6 +18,7 @@
 #include "engine/engine.h"
 #include "server/access_log.h"
 #include "server/api_keys.h"
+#include "server/audit_log.h"
 #include "server/http_server.h"
 #include "server/rate_limiter.h"
 #include "server/serving_metrics.h"
@@ -83,9 +85,10 @@ struct Call {
   bool logged = false;          // its access-log line is written (a refusal logs at once)
 };
 
-// Who asked, for the access log of a request refused before it became a call.
+// Who asked, for the logs of a request refused before it became a call.
 struct Requester {
   std::string request_id, method, path, tenant;
+  const ApiKey* key = nullptr;
 };
 
 // What the event loops, the engine thread and the responder share. Held by shared_ptr in
@@ -168,6 +171,7 @@ struct ApiService::Impl {
               std::chrono::seconds retry_after = std::chrono::seconds(0));
   const ApiKey* authenticate(const HttpRequest& r, ResponseWriter& w);
   void account(Call& c);
+  void audit_append(const AuditEntry& e);
   bool complete(Call& c) const;
   void respond(Call& c);
   void fail(Call& c, int status, ApiError e);
@@ -196,7 +200,7 @@ void ApiService::Impl::handle_generation(ApiEndpoint ep, const HttpRequest& r, R
   if (!check_ready(r, w)) return;
   const ApiKey* key = nullptr;
   if (options.keys && !(key = authenticate(r, w))) return;
-  const Requester who{r.id, r.method, r.path, key ? key->tenant : ""};
+  const Requester who{r.id, r.method, r.path, key ? key->tenant : "", key};
   ApiParseResult parsed = parse_api_request(ep, r.body, options.limits);
   if (ApiError* e = std::get_if<ApiError>(&parsed)) {
     reject(w, 400, std::move(*e), "invalid", who);
@@ -336,7 +340,7 @@ Status ApiService::Impl::tokenize(Call& c, std::string* param) {
         if (id < 0 || id >= tok->n_vocab())
           return Status::errorf("prompt token ", id, " is outside the vocabulary of ", tok->n_vocab(), " tokens");
       c.prompt_ids.push_back(p.tokens);
-      c.prompt_texts.push_back(q.echo ? tok->decode(p.tokens) : std::string());
+      c.prompt_texts.push_back(tok->decode(p.tokens));  // for echo and the audit log's digest
     } else {
       // As llama.cpp's server and vLLM do: BOS when the vocab adds it, special tokens' text parsed.
       c.prompt_ids.push_back(tok->encode(p.text, /*add_special=*/true, /*parse_special=*/true));
@@ -362,7 +366,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     reject(c.writer, 429,
            ApiError{cat("the server is at capacity (", options.max_pending, " requests in flight); retry later"), "",
                     std::nullopt, std::string("queue_full")},
-           "queue_full", Requester{c.request_id, "POST", c.path, c.tenant});
+           "queue_full", Requester{c.request_id, "POST", c.path, c.tenant, c.key});
     c.logged = true;
     c.choices.clear();
     c.submitted = true;
@@ -381,7 +385,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
              ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
                           d.retry_after.count(), " s"),
                       "", std::nullopt, std::string("rate_limit_exceeded")},
-             "rate_limited", Requester{c.request_id, "POST", c.path, c.tenant}, d.retry_after);
+             "rate_limited", Requester{c.request_id, "POST", c.path, c.tenant, c.key}, d.retry_after);
       c.logged = true;
       c.choices.clear();
       c.submitted = true;
@@ -720,6 +724,25 @@ void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::st
     a.tenant = who.tenant;
     options.access_log->write(a);
   }
+  if (options.audit) {
+    AuditEntry e;
+    e.time = std::chrono::system_clock::now();
+    e.request_id = who.request_id;
+    e.tenant = who.tenant;
+    if (who.key) e.key_id = audit_key_id(who.key->key);
+    e.route = who.path;
+    e.model = options.model_name;
+    e.status = status;
+    e.outcome = std::string(reason);
+    audit_append(e);
+  }
+}
+
+void ApiService::Impl::audit_append(const AuditEntry& e) {
+  // A failed append must not fail the request; it is logged (the log itself then refuses
+  // further appends, and `audit verify` shows where it stopped).
+  if (Result<uint64_t> r = options.audit->append(e); !r.ok())
+    std::fprintf(stderr, "tokenhive serve: audit log: %s\n", r.message().c_str());
 }
 
 const ApiKey* ApiService::Impl::authenticate(const HttpRequest& r, ResponseWriter& w) {
@@ -746,8 +769,29 @@ void ApiService::Impl::account(Call& c) {
   }
   if (c.key && options.rate_limiter && c.token_estimate > 0)
     options.rate_limiter->charge(*c.key, prompt + completion - c.token_estimate, Clock::now());
-  if (!options.access_log || c.logged) return;
+  if (c.logged) return;
   c.logged = true;
+  if (options.audit) {
+    AuditEntry e;
+    e.time = std::chrono::system_clock::now();
+    e.request_id = c.request_id;
+    e.tenant = c.tenant;
+    if (c.key) e.key_id = audit_key_id(c.key->key);
+    e.route = c.path;
+    e.model = options.model_name;
+    e.priority = c.req.priority;
+    e.status = c.status ? c.status : 499;
+    e.outcome = c.choices.empty() ? "error" : c.choices.front().finish_reason;
+    e.prompt_tokens = static_cast<uint64_t>(prompt);
+    e.completion_tokens = static_cast<uint64_t>(completion);
+    e.latency_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c.received).count());
+    e.prompt_sha256 = audit_texts_digest(c.prompt_texts);
+    std::vector<std::string> outputs;
+    for (const Choice& ch : c.choices) outputs.push_back(ch.text);
+    e.output_sha256 = audit_texts_digest(outputs);
+    audit_append(e);
+  }
+  if (!options.access_log) return;
   AccessRecord a;
   a.time = std::chrono::system_clock::now();
   a.request_id = c.request_id;

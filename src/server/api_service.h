@@ -40,6 +40,7 @@ class ApiKeyStore;
 class RateLimiter;
 class AccessLog;
 class ServingMetrics;
+class AuditLog;
 
 struct ApiServiceOptions {
   std::string model_name = "default";  // the id /v1/models lists and requests must name
@@ -53,6 +54,7 @@ struct ApiServiceOptions {
   RateLimiter* rate_limiter = nullptr;
   AccessLog* access_log = nullptr;
   ServingMetrics* metrics = nullptr;
+  AuditLog* audit = nullptr;  // one tamper-evident entry per request (digests, never text)
 };
 
 class ApiService {

@@ -589,3 +589,34 @@ TEST(ServeLimits, NotReadyIs503) {
 
 }  // namespace
 }  // namespace th
+
+namespace th {
+namespace {
+
+// --audit-log: every request, accepted or refused, becomes an entry of a log that
+// `tokenhive audit verify` accepts, and no prompt text is in it.
+TEST(ServeAudit, EveryRequestIsInAVerifiableLog) {
+  const std::string prefix = test::temp_path("audit_key");
+  const std::string log_path = test::temp_path("audit.log"), copy = test::temp_path("audit.copy");
+  for (const std::string& p : {prefix + ".key", prefix + ".pub", log_path, copy}) ::unlink(p.c_str());
+  test::ProcessResult kg = test::run_process({test::binary_path(), "audit", "keygen", "--out", prefix});
+  ASSERT_EQ(kg.exit_code, 0) << kg.err;
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--audit-log", log_path, "--audit-key", prefix + ".key",
+                  "--audit-checkpoint-copy", copy, "--audit-checkpoint-every", "2"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const std::string marker = "Quokka Marmalade";
+  EXPECT_EQ(post(s.port(), "/v1/completions", {{"prompt", marker}, {"max_tokens", 3}}).status, 200);
+  EXPECT_EQ(post(s.port(), "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", marker}}}}, {"max_tokens", 3}}).status, 200);
+  EXPECT_EQ(post(s.port(), "/v1/completions", {{"prompt", marker}, {"max_tokens", -3}}).status, 400);
+  EXPECT_EQ(post(s.port(), "/v1/completions", {{"prompt", marker}, {"max_tokens", 2}, {"stream", true}}).status, 200);
+  EXPECT_EQ(s.stop(), 0) << s.log();
+  test::ProcessResult v = test::run_process(
+      {test::binary_path(), "audit", "verify", log_path, "--pubkey", prefix + ".pub", "--checkpoint", copy});
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_NE((v.out + v.err).find("4 entries"), std::string::npos) << v.out << v.err;
+  EXPECT_EQ(test::slurp(log_path).find("Quokka"), std::string::npos) << "prompt text in the audit log";
+  for (const std::string& p : {prefix + ".key", prefix + ".pub", log_path, copy}) ::unlink(p.c_str());
+}
+
+}  // namespace
+}  // namespace th

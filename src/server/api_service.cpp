@@ -165,6 +165,7 @@ struct ApiService::Impl {
   void start_call(const std::shared_ptr<Call>& call);
   Status tokenize(Call& c, std::string* param);
   void pump(Call& c);
+  void emit(Call& c, Choice& ch);
   void take_event(Call& c, Choice& ch, TokenEvent e);
   void finish_choice(Choice& ch, FinishReason outcome);
   void reject(ResponseWriter& w, int status, ApiError e, std::string_view reason, const Requester& who,
@@ -517,51 +518,53 @@ void ApiService::Impl::pump(Call& c) {
       std::optional<TokenEvent> e = ch.stream->try_next();
       if (!e) break;
       take_event(c, ch, std::move(*e));
+      if (c.streaming) emit(c, ch);  // a chunk per token, as OpenAI streams, however far behind we are
     }
+    if (c.streaming) emit(c, ch);
   }
-  if (!c.streaming) return;
-  // One chunk per choice with what it has that has not been sent.
+}
+
+// A stream's next chunk for `ch`: what it has that has not been sent (nothing when nothing new).
+void ApiService::Impl::emit(Call& c, Choice& ch) {
   const ApiRequest& q = c.req;
   const bool want_ids = q.return_token_ids || q.endpoint == ApiEndpoint::Generate;
-  for (Choice& ch : c.choices) {
-    const bool new_text = ch.sent_text < ch.text.size();
-    const bool new_tokens = ch.sent_tokens < ch.token_ids.size();
-    if (ch.final_sent) continue;
-    const bool finishing = ch.text_done;
-    if (!new_text && !(want_ids && new_tokens) && !(q.logprobs >= 0 && new_tokens) && !finishing) continue;
-    if (finishing && (ch.finish_reason == "cancelled" || ch.finish_reason == "error")) {
-      if (ch.finish_reason == "error") {
-        json err = {{"error", {{"message", ch.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}};
-        c.writer.send_event(dump(err));
-      }
-      ch.final_sent = true;
-      continue;
+  const bool new_text = ch.sent_text < ch.text.size();
+  const bool new_tokens = ch.sent_tokens < ch.token_ids.size();
+  if (ch.final_sent) return;
+  const bool finishing = ch.text_done;
+  if (!new_text && !(want_ids && new_tokens) && !(q.logprobs >= 0 && new_tokens) && !finishing) return;
+  if (finishing && (ch.finish_reason == "cancelled" || ch.finish_reason == "error")) {
+    if (ch.finish_reason == "error") {
+      json err = {{"error", {{"message", ch.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}};
+      c.writer.send_event(dump(err));
     }
-    json j = chunk(c);
-    json choice = {{"index", ch.index}};
-    const std::string delta = ch.text.substr(ch.sent_text);
-    if (q.endpoint == ApiEndpoint::ChatCompletions) {
-      choice["delta"] = new_text ? json{{"content", delta}} : json::object();
-    } else {
-      choice["text"] = delta;
-    }
-    if (want_ids) choice["token_ids"] = std::vector<int32_t>(ch.token_ids.begin() + static_cast<long>(ch.sent_tokens), ch.token_ids.end());
-    if (q.logprobs >= 0) {
-      const size_t to = ch.logprob_events.size();
-      choice["logprobs"] = q.endpoint == ApiEndpoint::ChatCompletions
-                               ? chat_logprobs(ch, ch.sent_logprobs, to)
-                               : completion_logprobs(c, ch, ch.sent_logprobs, to, ch.sent_text);
-      ch.sent_logprobs = to;
-    } else {
-      choice["logprobs"] = nullptr;
-    }
-    choice["finish_reason"] = finishing ? json(ch.finish_reason) : json(nullptr);
-    j["choices"].push_back(std::move(choice));
-    ch.sent_text = ch.text.size();
-    ch.sent_tokens = ch.token_ids.size();
-    ch.final_sent = finishing;
-    c.writer.send_event(dump(j));
+    ch.final_sent = true;
+    return;
   }
+  json j = chunk(c);
+  json choice = {{"index", ch.index}};
+  const std::string delta = ch.text.substr(ch.sent_text);
+  if (q.endpoint == ApiEndpoint::ChatCompletions) {
+    choice["delta"] = new_text ? json{{"content", delta}} : json::object();
+  } else {
+    choice["text"] = delta;
+  }
+  if (want_ids) choice["token_ids"] = std::vector<int32_t>(ch.token_ids.begin() + static_cast<long>(ch.sent_tokens), ch.token_ids.end());
+  if (q.logprobs >= 0) {
+    const size_t to = ch.logprob_events.size();
+    choice["logprobs"] = q.endpoint == ApiEndpoint::ChatCompletions
+                             ? chat_logprobs(ch, ch.sent_logprobs, to)
+                             : completion_logprobs(c, ch, ch.sent_logprobs, to, ch.sent_text);
+    ch.sent_logprobs = to;
+  } else {
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = finishing ? json(ch.finish_reason) : json(nullptr);
+  j["choices"].push_back(std::move(choice));
+  ch.sent_text = ch.text.size();
+  ch.sent_tokens = ch.token_ids.size();
+  ch.final_sent = finishing;
+  c.writer.send_event(dump(j));
 }
 
 bool ApiService::Impl::complete(Call& c) const {

@@ -144,6 +144,8 @@ TEST_F(ServeApi, StreamingGivesTheSameTextChunkByChunkThenUsageAndDone) {
     if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
   }
   EXPECT_EQ(finish, "length");
+  // A chunk per token (as OpenAI streams), not per wake-up of the server: 64 tokens, 64 chunks.
+  EXPECT_EQ(events.size(), 64u + 2) << r.body;
   body.erase("stream");
   body.erase("stream_options");
   HttpReply whole = post(port(), "/v1/completions", body);

@@ -22,7 +22,9 @@ struct Response {
   // The body. stream() leaves it empty for a 2xx response (on_data got the
   // bytes) and holds the whole body of any other status (an error document).
   std::string body;
-  int attempts = 1;        // tries this call made (1: no retry); a stale pooled connection's silent redo is not one
+  // Tries this call made: 1 without a retry, 0 for a cache hit. The silent
+  // redo of a request whose pooled connection turned out closed is not one.
+  int attempts = 1;
   bool from_cache = false;  // served by the response cache, no request made
   bool cancelled = false;   // stream(): on_data returned false; the connection was closed
 

@@ -74,8 +74,8 @@ Result<BaseUrl> parse_base_url(std::string_view url);
 /// @brief Client-wide counters.
 struct ClientStats {
   uint64_t requests = 0;          // calls of request()/stream() (cache hits included)
-  uint64_t attempts = 0;          // tries sent to the server
-  uint64_t retries = 0;           // tries after the first (attempts = requests - cache_hits + retries)
+  uint64_t attempts = 0;          // tries made (a cache hit or a call refused before sending makes none)
+  uint64_t retries = 0;           // tries after a call's first
   uint64_t budget_exhausted = 0;  // retries refused because the retry budget was empty
   uint64_t connections_opened = 0;
   uint64_t connections_reused = 0;

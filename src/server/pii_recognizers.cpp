@@ -23,6 +23,17 @@ class Text {
   }
   // Reads before the start (i = p - k wrapping around) are the edge too.
   int before(size_t p, size_t k) const { return p >= k ? at(p - k) : kEdge; }
+  // The first '@' at or after p, or npos (cached: the scan's positions only grow).
+  size_t next_at_sign(size_t p) const {
+    if (p < at_from_ || (at_sign_ != std::string_view::npos && at_sign_ < p)) {
+      at_sign_ = text_.find('@', p);
+      at_from_ = p;
+    } else if (at_sign_ == std::string_view::npos) {
+      at_from_ = std::min(at_from_, p);
+    }
+    return at_sign_;
+  }
+  size_t size() const { return text_.size(); }
   bool unknown() const { return unknown_; }
   void clear_unknown() { unknown_ = false; }
 
@@ -30,14 +41,16 @@ class Text {
   std::string_view text_;
   bool final_;
   mutable bool unknown_ = false;
+  mutable size_t at_from_ = std::string_view::npos;  // next_at_sign's cache: searched from here
+  mutable size_t at_sign_ = std::string_view::npos;
 };
 
-bool is_digit(int c) { return c >= '0' && c <= '9'; }
-bool is_upper(int c) { return c >= 'A' && c <= 'Z'; }
-bool is_alpha(int c) { return is_upper(c) || (c >= 'a' && c <= 'z'); }
-bool is_alnum(int c) { return is_digit(c) || is_alpha(c); }
-bool is_word(int c) { return is_alnum(c) || c == '_'; }
-bool is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+constexpr bool is_digit(int c) { return c >= '0' && c <= '9'; }
+constexpr bool is_upper(int c) { return c >= 'A' && c <= 'Z'; }
+constexpr bool is_alpha(int c) { return is_upper(c) || (c >= 'a' && c <= 'z'); }
+constexpr bool is_alnum(int c) { return is_digit(c) || is_alpha(c); }
+constexpr bool is_word(int c) { return is_alnum(c) || c == '_'; }
+constexpr bool is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 int digit(int c) { return c - '0'; }
 
 // A number starts where the byte before is not a word byte, nor a '.' after a digit (the
@@ -63,13 +76,16 @@ bool number_ends(const Text& t, size_t e) {
 // Reads at most 64 + 1 + 254 bytes.
 constexpr size_t kEmailRead = 64 + 1 + 254;
 
-bool is_local(int c) { return is_alnum(c) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-'; }
-bool is_domain(int c) { return is_alnum(c) || c == '.' || c == '-'; }
+constexpr bool is_local(int c) { return is_alnum(c) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-'; }
+constexpr bool is_domain(int c) { return is_alnum(c) || c == '.' || c == '-'; }
 
 size_t match_email(const Text& t, size_t p) {
   if (is_local(t.before(p, 1))) return 0;
   int c = t.at(p);
   if (!is_local(c) || c == '.') return 0;
+  // Most words have no '@' after them: when none is within reach, and all of the reach is
+  // already there (so the answer cannot depend on bytes to come), skip the word's scan.
+  if (p + 65 <= t.size() && t.next_at_sign(p) - p > 64) return 0;
   size_t i = p;
   int prev = 0;
   while (is_local(c = t.at(i))) {
@@ -440,11 +456,34 @@ constexpr Recognizer kRecognizers[] = {
     {PiiKind::kIpv6, match_ipv6, kIpv6Read},        {PiiKind::kEmail, match_email, kEmailRead},
 };
 
-// Bytes that can begin a match of some kind: ASCII letters and digits, '+' (E.164 and
-// e-mail), ':' (IPv6), and the other bytes an e-mail's local part may start with.
-bool may_start(unsigned char c) {
-  return is_alnum(c) || c == '+' || c == ':' || c == '_' || c == '%' || c == '-';
-}
+constexpr size_t kRecognizerCount = sizeof(kRecognizers) / sizeof(kRecognizers[0]);
+
+// Per first byte, the recognizers (bits by index in kRecognizers) that can start there:
+// digits for the numbers and IPs, uppercase letters for IBANs, hex letters and ':' for IPv6,
+// '+' for E.164, and whatever an e-mail's local part may start with. A 0 skips the byte.
+struct StartTable {
+  uint16_t mask[256] = {};
+  bool alnum[256] = {};
+  constexpr StartTable() {
+    for (int c = 0; c < 256; ++c) {
+      alnum[c] = is_alnum(c);
+      for (size_t r = 0; r < kRecognizerCount; ++r) {
+        bool can = false;
+        switch (kRecognizers[r].kind) {
+          case PiiKind::kCnId:
+          case PiiKind::kCard:
+          case PiiKind::kIpv4: can = is_digit(c); break;
+          case PiiKind::kIban: can = is_upper(c); break;
+          case PiiKind::kPhone: can = kRecognizers[r].match == match_e164 ? c == '+' : c == '1'; break;
+          case PiiKind::kIpv6: can = is_hex(c) || c == ':'; break;
+          case PiiKind::kEmail: can = is_local(c) && c != '.'; break;
+        }
+        if (can) mask[c] |= static_cast<uint16_t>(1u << r);
+      }
+    }
+  }
+};
+constexpr StartTable kStart;
 
 }  // namespace
 
@@ -465,21 +504,25 @@ PiiScan scan_pii(std::string_view text, size_t from, bool final, PiiKinds kinds)
   PiiScan out;
   Text t(text, final);
   size_t p = from;
+  uint16_t enabled = 0;
+  for (size_t r = 0; r < kRecognizerCount; ++r)
+    if (kinds & pii_bit(kRecognizers[r].kind)) enabled |= static_cast<uint16_t>(1u << r);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   while (p < text.size()) {
-    const auto c = static_cast<unsigned char>(text[p]);
     // Every recognizer's left boundary refuses a start right after an ASCII letter or digit,
-    // so only word starts and punctuation get here: the scan is about linear.
-    if (!may_start(c) || (p > 0 && is_alnum(static_cast<unsigned char>(text[p - 1])))) {
+    // so only word starts and punctuation get past this: the scan is about linear.
+    const uint16_t mask = kStart.mask[bytes[p]] & enabled;
+    if (mask == 0 || (p > 0 && kStart.alnum[bytes[p - 1]])) {
       ++p;
       continue;
     }
     t.clear_unknown();
     size_t best = 0;
     PiiKind kind = PiiKind::kEmail;
-    for (const Recognizer& r : kRecognizers) {
-      if ((kinds & pii_bit(r.kind)) == 0) continue;
-      const size_t len = r.match(t, p);
-      if (len > best) best = len, kind = r.kind;
+    for (size_t r = 0; r < kRecognizerCount; ++r) {
+      if ((mask & (1u << r)) == 0) continue;
+      const size_t len = kRecognizers[r].match(t, p);
+      if (len > best) best = len, kind = kRecognizers[r].kind;
     }
     if (t.unknown()) {
       out.decided = p;

@@ -5,27 +5,6 @@
 namespace th::server {
 namespace {
 
-// The key a value is pseudonymized under: spellings of one value share a token
-// ("+86 138-1234-5678" and "+8613812345678"; "Ann@X.org" and "ann@x.org").
-std::string canonical(PiiKind kind, std::string_view value) {
-  std::string key(1, static_cast<char>('0' + static_cast<int>(kind)));
-  for (char c : value) {
-    switch (kind) {
-      case PiiKind::kEmail:
-      case PiiKind::kIpv6:
-      case PiiKind::kIpv4:
-        key += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-        break;
-      default:  // numbers and IBANs: their digits and letters, separators dropped
-        if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z')) key += c;
-        if (c >= 'a' && c <= 'z') key += static_cast<char>(c - 'a' + 'A');
-        if (c == '+') key += c;
-        break;
-    }
-  }
-  return key;
-}
-
 bool is_token_byte(char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
 
 }  // namespace
@@ -35,7 +14,9 @@ Redactor::Redactor(RedactPolicy policy) : policy_(policy) {}
 std::string Redactor::replacement(PiiKind kind, std::string_view value) {
   const std::string_view name = pii_kind_name(kind);
   if (policy_.mode == RedactMode::kMask) return "[" + std::string(name) + "]";
-  std::string key = canonical(kind, value);
+  // Keyed by the exact spelling, so restore() gives back exactly what was redacted.
+  std::string key(1, static_cast<char>('0' + static_cast<int>(kind)));
+  key.append(value);
   auto it = token_of_.find(key);
   if (it != token_of_.end()) return it->second;
   const uint32_t n = ++issued_[static_cast<int>(kind)];

@@ -23,7 +23,7 @@ namespace th::server {
 
 enum class RedactMode : uint8_t {
   kMask,          // every match becomes "[KIND]"
-  kPseudonymize,  // every match becomes "<KIND_n>", the same n for the same value
+  kPseudonymize,  // every match becomes "<KIND_n>", the same n for the same value (byte for byte)
 };
 
 struct RedactPolicy {
@@ -41,8 +41,8 @@ class Redactor {
 
   /// @brief `text` with every match replaced.
   std::string redact(std::string_view text);
-  /// @brief `text` with every token this Redactor issued replaced by its value (first seen
-  /// spelling); anything else, other tokens included, unchanged.
+  /// @brief `text` with every token this Redactor issued replaced by its value; anything
+  /// else, other tokens included, unchanged. restore(redact(t)) == t when t has no tokens.
   std::string restore(std::string_view text) const;
 
   const RedactPolicy& policy() const { return policy_; }
@@ -57,8 +57,8 @@ class Redactor {
 
  private:
   RedactPolicy policy_;
-  std::unordered_map<std::string, std::string> token_of_;  // kind + canonical value -> token
-  std::unordered_map<std::string, std::string> value_of_;  // token -> value as first seen
+  std::unordered_map<std::string, std::string> token_of_;  // kind + value -> token
+  std::unordered_map<std::string, std::string> value_of_;  // token -> value
   std::array<uint32_t, kPiiKindCount> issued_{};
 };
 

@@ -503,7 +503,7 @@ std::string_view pii_kind_name(PiiKind kind) {
 PiiScan scan_pii(std::string_view text, size_t from, bool final, PiiKinds kinds) {
   PiiScan out;
   Text t(text, final);
-  size_t p = from;
+  size_t p = std::min(from, text.size());
   uint16_t enabled = 0;
   for (size_t r = 0; r < kRecognizerCount; ++r)
     if (kinds & pii_bit(kRecognizers[r].kind)) enabled |= static_cast<uint16_t>(1u << r);
@@ -535,7 +535,7 @@ PiiScan scan_pii(std::string_view text, size_t from, bool final, PiiKinds kinds)
     out.spans.push_back({p, p + best, kind});
     p += best;
   }
-  out.decided = std::max(p, from);
+  out.decided = p;
   return out;
 }
 

@@ -246,6 +246,29 @@ TEST(StreamingRedactor, HoldsBackOnlyTheWordBeingWritten) {
   EXPECT_EQ(s.flush(), "thanks");
 }
 
+TEST(StreamingRedactor, WholeCharactersInGiveWholeCharactersOut) {
+  // Pieces as a detokenizer gives them: whole UTF-8 characters. Every release point is a
+  // candidate's first byte (ASCII) or the end of what came in, so no output splits one.
+  const std::string text = "联系张三：zhang.san@例子.com，电话１３８ 13812345678，卡号4111111111111111。";
+  Redactor r;
+  StreamingRedactor s(r);
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const size_t n = lead < 0x80 ? 1 : lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : 4;
+    const std::string piece = s.push(std::string_view(text).substr(i, n));
+    if (!piece.empty()) {
+      const auto last = static_cast<unsigned char>(piece.back());
+      EXPECT_FALSE(last >= 0xc0) << "output ends inside a character";
+      EXPECT_FALSE((static_cast<unsigned char>(piece.front()) & 0xc0) == 0x80) << "output starts inside a character";
+    }
+    out += piece;
+    i += n;
+  }
+  out += s.flush();
+  EXPECT_EQ(out, "联系张三：zhang.san@例子.com，电话１３８ [PHONE]，卡号[CARD]。");
+}
+
 TEST(StreamingRedactor, AdversarialHoldBackStaysWithinTheBound) {
   // The longest reads: a 64-byte local part and a long domain; long digit runs; long groups.
   const std::string local(64, 'a');

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <limits>
@@ -25,6 +26,7 @@
 #include "bench/openai_stream.h"
 #include "bench/workload.h"
 #include "cli/bench.h"
+#include "client/http_client.h"
 
 namespace th::cli {
 
@@ -47,9 +49,27 @@ struct ServeBenchOptions {
 
 // The transport: POST to the server and hand each SSE data payload to on_event. This is
 // the one place that knows the HTTP client (src/client/, th::client::HttpClient).
+// No retries: a benchmark counts failures, it does not hide them. The key, when the
+// server wants one, comes from $OPENAI_API_KEY (as vLLM's benchmark takes it).
 Result<StreamFn> make_http_stream(const std::string& url) {
-  (void)url;
-  return Status::error("the HTTP client is not built yet (src/client/): bench serve cannot send requests");
+  client::HttpClientOptions o;
+  o.retry.max_attempts = 1;
+  o.max_idle_connections = 1024;
+  if (const char* key = std::getenv("OPENAI_API_KEY")) o.bearer_token = key;
+  TH_ASSIGN_OR_RETURN(std::unique_ptr<client::HttpClient> made, client::HttpClient::create(url, o));
+  std::shared_ptr<client::HttpClient> http = std::move(made);
+  return StreamFn([http](const std::string& path, const std::string& body,
+                         const std::function<bool(std::string_view)>& on_event) -> Status {
+    Result<client::Response> r = http->stream_events(
+        "POST", path, body, [&](const client::SseEvent& e) { return on_event(e.data); },
+        {{"Content-Type", "application/json"}});
+    if (!r.ok()) return r.status();
+    if (r->status != 200) {
+      std::string first = r->body.substr(0, r->body.find('\n')).substr(0, 300);
+      return Status::errorf("HTTP ", r->status, ": ", first);
+    }
+    return ok_status();
+  });
 }
 
 int fail(const std::string& m) {

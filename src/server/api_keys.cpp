@@ -150,18 +150,23 @@ Result<ApiKeyStore> ApiKeyStore::parse(std::string_view text, std::string_view s
     ApiKey k;
     k.key = std::string(key);
     k.tenant = std::string(tenant);
-    bool seen_priority = false, seen_rpm = false, seen_tpm = false;
+    bool seen_priority = false, seen_rpm = false, seen_tpm = false, seen_pii = false;
     for (size_t f = 2; f < fields.size(); ++f) {
       std::string_view field = fields[f];
       size_t eq = field.find('=');
       std::string_view name = field.substr(0, eq);
       std::string_view value = eq == std::string_view::npos ? std::string_view() : field.substr(eq + 1);
-      if (eq == std::string_view::npos || (name != "max_priority" && name != "rpm" && name != "tpm"))
-        return fail("field ", f + 1, " is not an option; options are max_priority=, rpm=, tpm=");
-      bool& seen = name == "max_priority" ? seen_priority : name == "rpm" ? seen_rpm : seen_tpm;
+      if (eq == std::string_view::npos || (name != "max_priority" && name != "rpm" && name != "tpm" && name != "pii"))
+        return fail("field ", f + 1, " is not an option; options are max_priority=, rpm=, tpm=, pii=");
+      bool& seen = name == "max_priority" ? seen_priority : name == "rpm" ? seen_rpm : name == "tpm" ? seen_tpm : seen_pii;
       if (seen) return fail(name, " given twice");
       seen = true;
-      if (name == "max_priority") {
+      if (name == "pii") {
+        if (value == "off") k.pii = PiiPolicy::Off;
+        else if (value == "mask") k.pii = PiiPolicy::Mask;
+        else if (value == "pseudonymize") k.pii = PiiPolicy::Pseudonymize;
+        else return fail("pii must be off, mask or pseudonymize");
+      } else if (name == "max_priority") {
         std::optional<int32_t> p = parse_priority(value);
         if (!p) return fail("max_priority must be high, normal, low or an int32");
         k.max_priority = *p;

@@ -3,7 +3,7 @@
 //
 // The key file: one key per line,
 //
-//   KEY TENANT [max_priority=high|normal|low|INT] [rpm=N] [tpm=N]
+//   KEY TENANT [max_priority=high|normal|low|INT] [rpm=N] [tpm=N] [pii=off|mask|pseudonymize]
 //
 // fields separated by spaces or tabs, in any order after TENANT, each option
 // at most once. A field that starts with `#` begins a comment to the end of
@@ -40,6 +40,11 @@ inline constexpr size_t kMinApiKeyLength = 16;
 inline constexpr size_t kMaxApiKeyLength = 256;
 inline constexpr size_t kMaxTenantLength = 64;
 
+/// @brief What the API does with personal data in a tenant's prompts and outputs
+/// (server/pii_redactor.h): nothing; masks it ("[EMAIL]") both ways; or replaces it in the
+/// prompt by pseudonyms ("<EMAIL_1>") the model sees, restored in the reply.
+enum class PiiPolicy : uint8_t { Off, Mask, Pseudonymize };
+
 struct ApiKey {
   std::string key;
   std::string tenant;
@@ -48,6 +53,7 @@ struct ApiKey {
   int32_t max_priority = std::numeric_limits<int32_t>::min();
   double requests_per_minute = 0;  // 0: unlimited
   double tokens_per_minute = 0;    // 0: unlimited
+  PiiPolicy pii = PiiPolicy::Off;  // `pii=off|mask|pseudonymize`
 };
 
 /// @brief "high", "normal", "low" for -1, 0, 1, else the number.

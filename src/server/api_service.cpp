@@ -20,6 +20,8 @@
 #include "server/api_keys.h"
 #include "server/audit_log.h"
 #include "server/http_server.h"
+#include "server/pii_recognizers.h"
+#include "server/pii_redactor.h"
 #include "server/rate_limiter.h"
 #include "server/serving_metrics.h"
 #include "server/stop_strings.h"
@@ -50,6 +52,8 @@ struct Choice {
   std::optional<RequestStream> stream;
   std::optional<Detokenizer> detok;
   std::optional<StopStringFilter> stop;
+  std::unique_ptr<StreamingRedactor> pii_mask;      // the tenant's policy: mask personal data in the output
+  std::unique_ptr<StreamingRestorer> pii_restore;   // ... or restore the prompt's pseudonyms in it
   std::string text;                 // everything released so far
   std::vector<int32_t> token_ids;   // every generated token
   std::vector<TokenEvent> logprob_events;  // with logprobs: every generated token's event (no text)
@@ -80,6 +84,7 @@ struct Call {
   bool streaming = false;   // the SSE stream has started
   bool client_gone = false;
   const ApiKey* key = nullptr;  // with --api-keys
+  std::unique_ptr<Redactor> redactor;  // with a key whose pii policy is mask or pseudonymize
   int64_t token_estimate = 0;   // what the rate limiter was charged up front
   int status = 0;               // the status sent (0: nothing yet)
   bool logged = false;          // its access-log line is written (a refusal logs at once)
@@ -165,6 +170,7 @@ struct ApiService::Impl {
   void start_call(const std::shared_ptr<Call>& call);
   Status tokenize(Call& c, std::string* param);
   void pump(Call& c);
+  static std::string output_filter(Choice& ch, const std::string& piece, bool last);
   void emit(Call& c, Choice& ch);
   void take_event(Call& c, Choice& ch, TokenEvent e);
   void finish_choice(Choice& ch, FinishReason outcome);
@@ -322,6 +328,18 @@ void ApiService::Impl::run() {
 Status ApiService::Impl::tokenize(Call& c, std::string* param) {
   const ApiRequest& q = c.req;
   const VocabData& v = tok->vocab();
+  if (c.redactor) {
+    // The tenant's PII policy: personal data in text never reaches the model (token-id
+    // prompts are taken as they are).
+    if (q.endpoint == ApiEndpoint::ChatCompletions) {
+      for (auto& m : c.req.messages)
+        if (m.contains("content") && m["content"].is_string())
+          m["content"] = c.redactor->redact(m["content"].get<std::string>());
+    } else {
+      for (ApiPrompt& p : c.req.prompts)
+        if (!p.is_tokens) p.text = c.redactor->redact(p.text);
+    }
+  }
   if (q.endpoint == ApiEndpoint::ChatCompletions) {
     *param = "messages";
     const std::string bos = v.bos >= 0 ? tok->token_to_piece(v.bos, true) : "";
@@ -355,6 +373,11 @@ Status ApiService::Impl::tokenize(Call& c, std::string* param) {
 void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
   Call& c = *cp;
   const ApiRequest& q = c.req;
+  if (c.key && c.key->pii != PiiPolicy::Off) {
+    RedactPolicy policy;
+    policy.mode = c.key->pii == PiiPolicy::Mask ? RedactMode::kMask : RedactMode::kPseudonymize;
+    c.redactor = std::make_unique<Redactor>(policy);
+  }
   std::string param;
   if (Status s = tokenize(c, &param); !s.ok()) {
     fail(c, 400, ApiError{s.message(), "", param, std::nullopt});
@@ -431,6 +454,9 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       // keeps its leading space (it is dropped only right after BOS).
       for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
       ch.stop.emplace(q.stop);
+      if (c.redactor && c.redactor->policy().mode == RedactMode::kMask) ch.pii_mask = std::make_unique<StreamingRedactor>(*c.redactor);
+      if (c.redactor && c.redactor->policy().mode == RedactMode::kPseudonymize)
+        ch.pii_restore = std::make_unique<StreamingRestorer>(*c.redactor);
       c.choices.push_back(std::move(ch));
     }
   }
@@ -461,11 +487,18 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
   }
 }
 
+// Generated text through the tenant's PII policy (mask, or restore pseudonyms); `last` ends it.
+std::string ApiService::Impl::output_filter(Choice& ch, const std::string& piece, bool last) {
+  if (ch.pii_mask) return last ? ch.pii_mask->push(piece) + ch.pii_mask->flush() : ch.pii_mask->push(piece);
+  if (ch.pii_restore) return last ? ch.pii_restore->push(piece) + ch.pii_restore->flush() : ch.pii_restore->push(piece);
+  return piece;
+}
+
 void ApiService::Impl::take_event(Call& c, Choice& ch, TokenEvent e) {
   if (ch.done) return;
   if (e.token >= 0 && !ch.text_done) {
     ch.token_ids.push_back(e.token);
-    ch.text += ch.stop->push(ch.detok->push(e.token));
+    ch.text += ch.stop->push(output_filter(ch, ch.detok->push(e.token), false));
     if (c.req.logprobs >= 0) {
       TokenEvent lp = e;
       lp.finish.reset();
@@ -482,7 +515,7 @@ void ApiService::Impl::take_event(Call& c, Choice& ch, TokenEvent e) {
   if (!e.finish) return;
   FinishReason outcome = *e.finish;
   if (!ch.text_done) {
-    ch.text += ch.stop->push(ch.detok->flush());
+    ch.text += ch.stop->push(output_filter(ch, ch.detok->flush(), true));
     ch.text += ch.stop->flush();
     ch.text_done = true;
     switch (outcome) {
@@ -665,7 +698,10 @@ void ApiService::Impl::respond(Call& c) {
   json choices = json::array();
   for (const Choice& ch : c.choices) {
     json choice = {{"index", ch.index}};
-    const std::string& prefix = q.echo ? c.prompt_texts[ch.prompt_index] : std::string();
+    const std::string prefix = !q.echo ? std::string()
+                               : c.redactor && c.redactor->policy().mode == RedactMode::kPseudonymize
+                                   ? c.redactor->restore(c.prompt_texts[ch.prompt_index])
+                                   : c.prompt_texts[ch.prompt_index];
     if (q.endpoint == ApiEndpoint::ChatCompletions) {
       choice["message"] = {{"role", "assistant"}, {"content", ch.text}};
     } else {
@@ -722,7 +758,7 @@ void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::st
     a.time = std::chrono::system_clock::now();
     a.request_id = who.request_id;
     a.method = who.method;
-    a.path = who.path;
+    a.path = redact_for_log(who.path);  // logs never hold personal data
     a.status = status;
     a.tenant = who.tenant;
     options.access_log->write(a);
@@ -733,7 +769,7 @@ void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::st
     e.request_id = who.request_id;
     e.tenant = who.tenant;
     if (who.key) e.key_id = audit_key_id(who.key->key);
-    e.route = who.path;
+    e.route = redact_for_log(who.path);
     e.model = options.model_name;
     e.status = status;
     e.outcome = std::string(reason);
@@ -799,7 +835,7 @@ void ApiService::Impl::account(Call& c) {
   a.time = std::chrono::system_clock::now();
   a.request_id = c.request_id;
   a.method = "POST";
-  a.path = c.path;
+  a.path = redact_for_log(c.path);
   a.status = c.status ? c.status : 499;  // 499: the client went away first (nginx's code)
   a.tenant = c.tenant;
   a.prompt_tokens = prompt;

@@ -622,3 +622,65 @@ TEST(ServeAudit, EveryRequestIsInAVerifiableLog) {
 
 }  // namespace
 }  // namespace th
+
+namespace th {
+namespace {
+
+// A tenant's PII policy (pii= in the key file): personal data in prompts never reaches the
+// model — masked, or pseudonymized and restored in the reply — and no log holds it.
+TEST(ServePii, PoliciesApplyToPromptsAndNoLogHoldsPersonalData) {
+  const std::string keys_path = test::temp_path("pii_keys.txt"), log_path = test::temp_path("pii_access.log");
+  const std::string akey = test::temp_path("pii_audit"), audit_path = test::temp_path("pii_audit.log");
+  for (const std::string& p : {log_path, akey + ".key", akey + ".pub", audit_path}) ::unlink(p.c_str());
+  ASSERT_EQ(test::run_process({test::binary_path(), "audit", "keygen", "--out", akey}).exit_code, 0);
+  {
+    std::ofstream out(keys_path);
+    out << "sk-mask-0123456789abcdef masked pii=mask\n"
+        << "sk-pseudo-0123456789abcdef pseudo pii=pseudonymize\n"
+        << "sk-plain-0123456789abcdef plain\n";
+  }
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--api-keys", keys_path, "--access-log", log_path,
+                  "--audit-log", audit_path, "--audit-key", akey + ".key"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const std::string email = "alice.smith@example.com", phone = "+44 20 7946 0958";
+  auto generate = [&](const std::string& key, const std::string& prompt, bool echo = false) {
+    HttpReply r = request(s.port(), "POST", echo ? "/v1/completions" : "/v1/generate",
+                          json{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"echo", echo}, {"return_token_ids", true}}.dump(),
+                          "Authorization: Bearer " + key + "\r\n");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false);
+  };
+  const std::string prompt = "Write to " + email + " or call " + phone + " today";
+  // Masked: the model sees exactly what a plain tenant sending the masks would.
+  EXPECT_EQ(generate("sk-mask-0123456789abcdef", prompt)["prompt_token_ids"],
+            generate("sk-plain-0123456789abcdef", "Write to [EMAIL] or call [PHONE] today")["prompt_token_ids"]);
+  json echoed = generate("sk-mask-0123456789abcdef", prompt, true);
+  const std::string masked_text = echoed["choices"][0]["text"];
+  EXPECT_EQ(masked_text.find(email), std::string::npos) << masked_text;
+  EXPECT_NE(masked_text.find("[EMAIL]"), std::string::npos) << masked_text;
+  // Pseudonymized: the model sees stable pseudonyms; the reply gets the values back.
+  EXPECT_EQ(generate("sk-pseudo-0123456789abcdef", prompt)["prompt_token_ids"],
+            generate("sk-plain-0123456789abcdef", "Write to <EMAIL_1> or call <PHONE_1> today")["prompt_token_ids"]);
+  const std::string restored = generate("sk-pseudo-0123456789abcdef", prompt, true)["choices"][0]["text"];
+  EXPECT_EQ(restored.rfind(prompt, 0), 0u) << restored;
+  // A chat message is redacted as well.
+  HttpReply chat = request(s.port(), "POST", "/v1/chat/completions",
+                           json{{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 2}}.dump(),
+                           "Authorization: Bearer sk-mask-0123456789abcdef\r\n");
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  // A path with personal data in it, refused before authentication.
+  EXPECT_EQ(request(s.port(), "GET", "/v1/models/" + email).status, 401);
+  EXPECT_EQ(s.stop(), 0);
+  for (const std::string& path : {log_path, audit_path}) {
+    const std::string text = test::slurp(path);
+    EXPECT_FALSE(text.empty()) << path;
+    EXPECT_EQ(text.find(email), std::string::npos) << path << ": " << text;
+    EXPECT_EQ(text.find("7946"), std::string::npos) << path;
+  }
+  const std::string server_log = s.log();
+  EXPECT_EQ(server_log.find(email), std::string::npos) << server_log;
+  for (const std::string& p : {keys_path, log_path, akey + ".key", akey + ".pub", audit_path}) ::unlink(p.c_str());
+}
+
+}  // namespace
+}  // namespace th

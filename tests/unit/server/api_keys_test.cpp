@@ -79,9 +79,9 @@ TEST(ApiKeys, EveryErrorNamesFileAndLine) {
             std::string::npos);
   must_parse(kKeyB + " " + std::string(64, 't') + "\n");
   EXPECT_EQ(parse_error(ok + kKeyB + " t rpm=1 color=red\n"),
-            "keys.txt:2: field 4 is not an option; options are max_priority=, rpm=, tpm=");
+            "keys.txt:2: field 4 is not an option; options are max_priority=, rpm=, tpm=, pii=");
   EXPECT_EQ(parse_error(ok + kKeyB + " t extra\n"),
-            "keys.txt:2: field 3 is not an option; options are max_priority=, rpm=, tpm=");
+            "keys.txt:2: field 3 is not an option; options are max_priority=, rpm=, tpm=, pii=");
   EXPECT_EQ(parse_error(ok + kKeyB + " t rpm=1 rpm=2\n"), "keys.txt:2: rpm given twice");
   EXPECT_EQ(parse_error(ok + kKeyB + " t max_priority=low max_priority=high\n"),
             "keys.txt:2: max_priority given twice");
@@ -224,6 +224,24 @@ TEST(ApiKeys, PriorityCheckIsA403NeverASubstitution) {
   EXPECT_EQ(priority_name(0), "normal");
   EXPECT_EQ(priority_name(1), "low");
   EXPECT_EQ(priority_name(7), "7");
+}
+
+}  // namespace
+}  // namespace th::server
+
+namespace th::server {
+namespace {
+
+TEST(ApiKeys, PiiPolicyOption) {
+  Result<ApiKeyStore> s = ApiKeyStore::parse(
+      "sk-aaaaaaaaaaaaaaaa a pii=mask\nsk-bbbbbbbbbbbbbbbb b pii=pseudonymize\nsk-cccccccccccccccc c\n", "keys.txt");
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(s->keys()[0].pii, PiiPolicy::Mask);
+  EXPECT_EQ(s->keys()[1].pii, PiiPolicy::Pseudonymize);
+  EXPECT_EQ(s->keys()[2].pii, PiiPolicy::Off);
+  Result<ApiKeyStore> bad = ApiKeyStore::parse("sk-aaaaaaaaaaaaaaaa a pii=yes\n", "keys.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "keys.txt:1: pii must be off, mask or pseudonymize");
 }
 
 }  // namespace

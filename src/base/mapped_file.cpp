@@ -44,7 +44,8 @@ Result<MappedFile> MappedFile::anonymous(size_t size, std::string name) {
   f.path_ = std::move(name);
   f.size_ = size;
   if (size > 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // MAP_POPULATE: the pages are faulted in by the kernel in one go, not one fault at a time.
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED) return Status::errorf(f.path_, ": cannot map ", size, " bytes: ", std::strerror(errno));
     f.data_ = static_cast<const uint8_t*>(p);
   }

@@ -150,18 +150,28 @@ Result<ApiKeyStore> ApiKeyStore::parse(std::string_view text, std::string_view s
     ApiKey k;
     k.key = std::string(key);
     k.tenant = std::string(tenant);
-    bool seen_priority = false, seen_rpm = false, seen_tpm = false, seen_pii = false;
+    bool seen_priority = false, seen_rpm = false, seen_tpm = false, seen_pii = false, seen_conc = false;
     for (size_t f = 2; f < fields.size(); ++f) {
       std::string_view field = fields[f];
       size_t eq = field.find('=');
       std::string_view name = field.substr(0, eq);
       std::string_view value = eq == std::string_view::npos ? std::string_view() : field.substr(eq + 1);
-      if (eq == std::string_view::npos || (name != "max_priority" && name != "rpm" && name != "tpm" && name != "pii"))
-        return fail("field ", f + 1, " is not an option; options are max_priority=, rpm=, tpm=, pii=");
-      bool& seen = name == "max_priority" ? seen_priority : name == "rpm" ? seen_rpm : name == "tpm" ? seen_tpm : seen_pii;
+      if (eq == std::string_view::npos ||
+          (name != "max_priority" && name != "rpm" && name != "tpm" && name != "pii" && name != "max_concurrency"))
+        return fail("field ", f + 1, " is not an option; options are max_priority=, rpm=, tpm=, pii=, max_concurrency=");
+      bool& seen = name == "max_priority" ? seen_priority
+                   : name == "rpm"        ? seen_rpm
+                   : name == "tpm"        ? seen_tpm
+                   : name == "pii"        ? seen_pii
+                                          : seen_conc;
       if (seen) return fail(name, " given twice");
       seen = true;
-      if (name == "pii") {
+      if (name == "max_concurrency") {
+        std::optional<double> n = parse_rate(value);
+        if (!n || *n != static_cast<double>(static_cast<int64_t>(*n)) || *n > 1e6)
+          return fail("max_concurrency must be a whole number in 0..1000000 (0: unlimited)");
+        k.max_concurrency = static_cast<int64_t>(*n);
+      } else if (name == "pii") {
         if (value == "off") k.pii = PiiPolicy::Off;
         else if (value == "mask") k.pii = PiiPolicy::Mask;
         else if (value == "pseudonymize") k.pii = PiiPolicy::Pseudonymize;

@@ -3,7 +3,7 @@
 //
 // The key file: one key per line,
 //
-//   KEY TENANT [max_priority=high|normal|low|INT] [rpm=N] [tpm=N] [pii=off|mask|pseudonymize]
+//   KEY TENANT [max_priority=high|normal|low|INT] [rpm=N] [tpm=N] [pii=off|mask|pseudonymize] [max_concurrency=N]
 //
 // fields separated by spaces or tabs, in any order after TENANT, each option
 // at most once. A field that starts with `#` begins a comment to the end of
@@ -54,6 +54,7 @@ struct ApiKey {
   double requests_per_minute = 0;  // 0: unlimited
   double tokens_per_minute = 0;    // 0: unlimited
   PiiPolicy pii = PiiPolicy::Off;  // `pii=off|mask|pseudonymize`
+  int64_t max_concurrency = 0;     // requests of this key's tenant in flight at once; 0: unlimited
 };
 
 /// @brief "high", "normal", "low" for -1, 0, 1, else the number.

@@ -88,6 +88,7 @@ struct Call {
   int64_t token_estimate = 0;   // what the rate limiter was charged up front
   int status = 0;               // the status sent (0: nothing yet)
   bool logged = false;          // its access-log line is written (a refusal logs at once)
+  bool holds_slot = false;      // counted in its tenant's in-flight calls (max_concurrency)
 };
 
 // Who asked, for the logs of a request refused before it became a call.
@@ -158,6 +159,7 @@ struct ApiService::Impl {
 
   // Responder thread only.
   std::unordered_map<uint64_t, std::shared_ptr<Call>> calls;
+  std::unordered_map<std::string, int64_t> tenant_in_flight;  // calls of tenants with a concurrency cap
   std::mt19937_64 rng;
 
   // --- event-loop side
@@ -395,6 +397,22 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     c.choices.clear();
     c.submitted = true;
     return;
+  }
+  if (c.key && c.key->max_concurrency > 0) {
+    int64_t& busy = tenant_in_flight[c.tenant];
+    if (busy >= c.key->max_concurrency) {
+      c.status = 429;
+      reject(c.writer, 429,
+             ApiError{cat("this tenant has ", busy, " requests in flight, its limit; retry when one finishes"), "",
+                      std::nullopt, std::string("concurrency_limit_exceeded")},
+             "rate_limited", Requester{c.request_id, "POST", c.path, c.tenant, c.key});
+      c.logged = true;
+      c.choices.clear();
+      c.submitted = true;
+      return;
+    }
+    ++busy;
+    c.holds_slot = true;
   }
   if (c.key && options.rate_limiter) {
     // Charged up front with the most the request can cost (prompts, and max_tokens per
@@ -797,6 +815,10 @@ const ApiKey* ApiService::Impl::authenticate(const HttpRequest& r, ResponseWrite
 
 // A call is over: settle its rate-limit charge and write its access-log line.
 void ApiService::Impl::account(Call& c) {
+  if (c.holds_slot) {
+    c.holds_slot = false;
+    if (--tenant_in_flight[c.tenant] == 0) tenant_in_flight.erase(c.tenant);
+  }
   int64_t prompt = 0, completion = 0, cached = 0;
   double queue = -1, ttft = -1;
   for (const std::vector<int32_t>& p : c.prompt_ids) prompt += static_cast<int64_t>(p.size());

@@ -684,3 +684,35 @@ TEST(ServePii, PoliciesApplyToPromptsAndNoLogHoldsPersonalData) {
 
 }  // namespace
 }  // namespace th
+
+namespace th {
+namespace {
+
+// max_concurrency= in the key file: a tenant's requests in flight are capped; other tenants
+// are not held back by it.
+TEST(ServeLimits, TenantConcurrencyCap) {
+  const std::string keys_path = test::temp_path("conc_keys.txt");
+  {
+    std::ofstream out(keys_path);
+    out << "sk-one-0123456789abcdef solo max_concurrency=1\nsk-two-0123456789abcdef other\n";
+  }
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--api-keys", keys_path});
+  ASSERT_TRUE(s.ok()) << s.log();
+  TestConnection busy(s.port());
+  const std::string body = json{{"prompt", ""}, {"max_tokens", 1800}, {"ignore_eos", true}, {"stream", true}}.dump();
+  ASSERT_TRUE(busy.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-one-0123456789abcdef\r\n"
+                        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(busy.read_until("data: "));
+  const std::string small = json{{"prompt", "x"}, {"max_tokens", 2}}.dump();
+  HttpReply r = request(s.port(), "POST", "/v1/completions", small, "Authorization: Bearer sk-one-0123456789abcdef\r\n");
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "concurrency_limit_exceeded");
+  EXPECT_EQ(request(s.port(), "POST", "/v1/completions", small, "Authorization: Bearer sk-two-0123456789abcdef\r\n").status, 200);
+  std::string rest;
+  EXPECT_TRUE(busy.read_until("data: [DONE]", &rest));
+  EXPECT_EQ(request(s.port(), "POST", "/v1/completions", small, "Authorization: Bearer sk-one-0123456789abcdef\r\n").status, 200);
+  ::unlink(keys_path.c_str());
+}
+
+}  // namespace
+}  // namespace th

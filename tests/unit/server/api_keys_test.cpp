@@ -79,9 +79,9 @@ TEST(ApiKeys, EveryErrorNamesFileAndLine) {
             std::string::npos);
   must_parse(kKeyB + " " + std::string(64, 't') + "\n");
   EXPECT_EQ(parse_error(ok + kKeyB + " t rpm=1 color=red\n"),
-            "keys.txt:2: field 4 is not an option; options are max_priority=, rpm=, tpm=, pii=");
+            "keys.txt:2: field 4 is not an option; options are max_priority=, rpm=, tpm=, pii=, max_concurrency=");
   EXPECT_EQ(parse_error(ok + kKeyB + " t extra\n"),
-            "keys.txt:2: field 3 is not an option; options are max_priority=, rpm=, tpm=, pii=");
+            "keys.txt:2: field 3 is not an option; options are max_priority=, rpm=, tpm=, pii=, max_concurrency=");
   EXPECT_EQ(parse_error(ok + kKeyB + " t rpm=1 rpm=2\n"), "keys.txt:2: rpm given twice");
   EXPECT_EQ(parse_error(ok + kKeyB + " t max_priority=low max_priority=high\n"),
             "keys.txt:2: max_priority given twice");

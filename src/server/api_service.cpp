@@ -181,6 +181,8 @@ struct ApiService::Impl {
   const ApiKey* authenticate(const HttpRequest& r, ResponseWriter& w);
   void account(Call& c);
   void audit_append(const AuditEntry& e);
+  void refuse(Call& c, int status, ApiError e, std::string_view reason,
+              std::chrono::seconds retry_after = std::chrono::seconds(0));
   bool complete(Call& c) const;
   void respond(Call& c);
   void fail(Call& c, int status, ApiError e);
@@ -388,27 +390,19 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
   }
   const int64_t n_choices = static_cast<int64_t>(c.prompt_ids.size()) * q.n;
   if (pending.load() + n_choices > options.max_pending) {
-    c.status = 429;
-    reject(c.writer, 429,
+    refuse(c, 429,
            ApiError{cat("the server is at capacity (", options.max_pending, " requests in flight); retry later"), "",
                     std::nullopt, std::string("queue_full")},
-           "queue_full", Requester{c.request_id, "POST", c.path, c.tenant, c.key});
-    c.logged = true;
-    c.choices.clear();
-    c.submitted = true;
+           "queue_full");
     return;
   }
   if (c.key && c.key->max_concurrency > 0) {
     int64_t& busy = tenant_in_flight[c.tenant];
     if (busy >= c.key->max_concurrency) {
-      c.status = 429;
-      reject(c.writer, 429,
+      refuse(c, 429,
              ApiError{cat("this tenant has ", busy, " requests in flight, its limit; retry when one finishes"), "",
                       std::nullopt, std::string("concurrency_limit_exceeded")},
-             "rate_limited", Requester{c.request_id, "POST", c.path, c.tenant, c.key});
-      c.logged = true;
-      c.choices.clear();
-      c.submitted = true;
+             "rate_limited");
       return;
     }
     ++busy;
@@ -422,15 +416,11 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     estimate += static_cast<int64_t>(c.prompt_ids.size()) * q.n * (q.max_tokens > 0 ? q.max_tokens : 256);
     RateLimiter::Decision d = options.rate_limiter->admit(*c.key, estimate, Clock::now());
     if (!d.allowed) {
-      c.status = 429;
-      reject(c.writer, 429,
+      refuse(c, 429,
              ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
                           d.retry_after.count(), " s"),
                       "", std::nullopt, std::string("rate_limit_exceeded")},
-             "rate_limited", Requester{c.request_id, "POST", c.path, c.tenant, c.key}, d.retry_after);
-      c.logged = true;
-      c.choices.clear();
-      c.submitted = true;
+             "rate_limited", d.retry_after);
       return;
     }
     c.token_estimate = estimate;
@@ -800,6 +790,16 @@ void ApiService::Impl::audit_append(const AuditEntry& e) {
   // further appends, and `audit verify` shows where it stopped).
   if (Result<uint64_t> r = options.audit->append(e); !r.ok())
     std::fprintf(stderr, "tokenhive serve: audit log: %s\n", r.message().c_str());
+}
+
+// A call turned away before the engine saw it (queue, concurrency or rate limits): answered
+// and logged now; the responder then finishes it like any other.
+void ApiService::Impl::refuse(Call& c, int status, ApiError e, std::string_view reason, std::chrono::seconds retry_after) {
+  c.status = status;
+  reject(c.writer, status, std::move(e), reason, Requester{c.request_id, "POST", c.path, c.tenant, c.key}, retry_after);
+  c.logged = true;
+  c.choices.clear();
+  c.submitted = true;
 }
 
 const ApiKey* ApiService::Impl::authenticate(const HttpRequest& r, ResponseWriter& w) {

@@ -129,7 +129,10 @@ ThreadPool::ThreadPool(int n_threads, bool pin) : impl_(std::make_unique<Impl>()
   const std::vector<int> cpus = pin ? allowed_cpus() : std::vector<int>{};
   s.threads.reserve(static_cast<size_t>(n_threads - 1));
   for (int i = 1; i < n_threads; ++i) {
-    s.threads.emplace_back([&s, i] { s.worker_main(i); });
+    s.threads.emplace_back([&s, i] {
+      pthread_setname_np(pthread_self(), "th-worker");
+      s.worker_main(i);
+    });
     if (pin) pin_thread(s.threads.back().native_handle(), cpus[static_cast<size_t>(i) % cpus.size()]);
   }
   if (pin) {

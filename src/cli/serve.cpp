@@ -7,6 +7,8 @@
 // requests get 503; in-flight ones have --shutdown-timeout seconds to finish;
 // what is left is cut (and cancelled in the engine).
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -15,8 +17,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
+#include "base/cpu_set.h"
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
 #include "engine/engine.h"
@@ -66,6 +70,7 @@ struct ServeFlags {
   std::string key_file;
   std::string audit_log, audit_key, audit_copy;
   uint64_t audit_every = 1000;
+  bool pin = false;
   double audit_seconds = 60;
 };
 
@@ -77,6 +82,14 @@ void raise_fd_limit() {
     rl.rlim_cur = rl.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
+
+// The calling thread's CPUs become `cpus`; threads it creates afterwards inherit them.
+void set_own_cpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
@@ -122,6 +135,9 @@ int run_serve(int argc, char** argv) {
   app.add_option("--audit-checkpoint-every", f.audit_every, "a signed checkpoint every N entries (0: not by count)")->capture_default_str();
   app.add_option("--audit-checkpoint-seconds", f.audit_seconds, "... and every S seconds with new entries (0: not by time)")
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
+  app.add_flag("--pin", f.pin,
+               "pin threads: HTTP and the responder on the first allowed CPU, the engine's compute threads one "
+               "per remaining CPU (with at least 2 CPUs)");
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
@@ -186,6 +202,12 @@ int run_serve(int argc, char** argv) {
   }
   api_options.model_name = f.served_name;
   api_options.max_pending = f.max_pending;
+  // --pin: the HTTP front (event loops, responder) gets a core of its own, so that a
+  // saturated engine never delays accepting, parsing or streaming; compute gets the rest.
+  const std::vector<int> cpus = allowed_cpus();
+  const bool pin = f.pin && cpus.size() >= 2;
+  if (f.pin && !pin) std::fprintf(stderr, "tokenhive serve: --pin needs at least 2 CPUs; running unpinned\n");
+  if (pin) set_own_cpus({cpus[0]});
   server::ApiService api(api_options);
   server::HttpServer http(f.http);
   api.add_routes(http);
@@ -199,8 +221,10 @@ int run_serve(int argc, char** argv) {
   if (!tok.ok()) return fail(tok.message());
   Result<ChatTemplate> chat = chat_template_for(*file);
   if (!chat.ok()) return fail(chat.message());
+  if (pin) set_own_cpus(std::vector<int>(cpus.begin() + 1, cpus.end()));
   CpuBackendOptions backend_options;
   backend_options.n_threads = f.threads;
+  backend_options.pin = pin;
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
   if (!model.ok()) return fail(model.message());

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -340,6 +342,7 @@ void Engine::stop() {
 }
 
 void Engine::thread_main() {
+  pthread_setname_np(pthread_self(), "th-engine");
   while (!stop_requested_.load()) {
     signal_->wait([&] { return stop_requested_.load() || queue_.size() > 0 || !seqs_.empty(); });
     if (stop_requested_.load()) break;

@@ -1,5 +1,7 @@
 #include "server/api_service.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
@@ -875,7 +877,10 @@ void ApiService::Impl::account(Call& c) {
 ApiService::ApiService(ApiServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->started_unix =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  impl_->responder = std::thread([this] { impl_->run(); });
+  impl_->responder = std::thread([this] {
+    pthread_setname_np(pthread_self(), "th-responder");
+    impl_->run();
+  });
 }
 
 ApiService::~ApiService() { stop(); }

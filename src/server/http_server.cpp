@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <cassert>
@@ -104,7 +105,11 @@ Status HttpServer::start() {
     TH_RETURN_IF_ERROR(loop->init(s.listener.get()));
     s.loops.push_back(std::move(loop));
   }
-  for (auto& loop : s.loops) s.threads.emplace_back([l = loop.get()] { l->run(); });
+  for (auto& loop : s.loops)
+    s.threads.emplace_back([l = loop.get()] {
+      pthread_setname_np(pthread_self(), "th-http");
+      l->run();
+    });
   s.started = true;
   s.accepting = true;
   return ok_status();

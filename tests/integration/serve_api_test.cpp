@@ -5,7 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sched.h>
+
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <memory>
 #include <thread>
 #include <sys/resource.h>
@@ -712,6 +717,45 @@ TEST(ServeLimits, TenantConcurrencyCap) {
   EXPECT_TRUE(busy.read_until("data: [DONE]", &rest));
   EXPECT_EQ(request(s.port(), "POST", "/v1/completions", small, "Authorization: Bearer sk-one-0123456789abcdef\r\n").status, 200);
   ::unlink(keys_path.c_str());
+}
+
+}  // namespace
+}  // namespace th
+
+namespace th {
+namespace {
+
+// --pin: the HTTP front (event loops, responder) on the first CPU, the engine and its
+// workers on the others, as each thread's affinity (/proc/PID/task/*/status) shows.
+TEST(ServePin, HttpFrontHasACoreOfItsOwn) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << cpus.size();
+  ServeProcess s({"-m", stories(), "--kv-cache-mib", "64", "--pin", "--http-threads", "2"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  std::map<std::string, std::set<std::string>> cpus_of;  // thread name -> Cpus_allowed_list values
+  const std::string task_dir = "/proc/" + std::to_string(s.pid()) + "/task";
+  for (const auto& t : std::filesystem::directory_iterator(task_dir)) {
+    std::string name = test::slurp(t.path().string() + "/comm");
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    const std::string status = test::slurp(t.path().string() + "/status");
+    const size_t at = status.find("Cpus_allowed_list:");
+    ASSERT_NE(at, std::string::npos);
+    std::string list = status.substr(at + 18, status.find('\n', at) - at - 18);
+    list.erase(0, list.find_first_not_of(" \t"));
+    cpus_of[name].insert(list);
+  }
+  const std::string first = std::to_string(cpus[0]);
+  EXPECT_EQ(cpus_of["th-http"], std::set<std::string>{first});
+  EXPECT_EQ(cpus_of["th-responder"], std::set<std::string>{first});
+  ASSERT_EQ(cpus_of["th-engine"].size(), 1u);
+  EXPECT_NE(*cpus_of["th-engine"].begin(), first);
+  for (const std::string& w : cpus_of["th-worker"]) EXPECT_NE(w, first);
+  // And it serves.
+  EXPECT_EQ(post(s.port(), "/v1/completions", {{"prompt", ""}, {"max_tokens", 8}, {"temperature", 0}}).status, 200);
 }
 
 }  // namespace

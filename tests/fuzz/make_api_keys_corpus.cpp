@@ -6,14 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "corpus_writer.h"
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  namespace fs = std::filesystem;
-  const fs::path dir = argv[1];
-  fs::create_directories(dir);
+  const std::optional<std::filesystem::path> corpus = th::fuzz::corpus_dir(argc, argv);
+  if (!corpus) return 2;
+  const std::filesystem::path& dir = *corpus;
   const std::vector<std::string> seeds = {
       "sk-aaaaaaaaaaaaaaaa acme\n",
       "# keys\n\nsk-aaaaaaaaaaaaaaaa acme max_priority=normal rpm=60 tpm=12000\n"
@@ -27,13 +25,7 @@ int main(int argc, char** argv) {
       "# nothing\n",
       "sk-aaaaaaaaaaaaaaaa t max_priority=high rpm=1000000000000 tpm=0.000001\n",
   };
-  for (size_t i = 0; i < seeds.size(); ++i) {
-    std::ofstream out(dir / ("seed_" + std::to_string(i)), std::ios::binary);
-    out << seeds[i];
-    if (!out) {
-      std::fprintf(stderr, "make_api_keys_corpus: cannot write seed %zu\n", i);
-      return 1;
-    }
-  }
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (!th::fuzz::write_seed(dir, i, seeds[i])) return 1;
   return 0;
 }

@@ -9,14 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "corpus_writer.h"
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  namespace fs = std::filesystem;
-  const fs::path dir = argv[1];
-  fs::create_directories(dir);
+  const std::optional<std::filesystem::path> corpus = th::fuzz::corpus_dir(argc, argv);
+  if (!corpus) return 2;
+  const std::filesystem::path& dir = *corpus;
   const std::vector<std::pair<char, std::string>> seeds = {
       {0, R"({"model":"m","prompt":"Once upon a time","max_tokens":16,"temperature":0.7,"top_p":0.9})"},
       {0, R"({"model":"m","prompt":["a","b"],"n":2,"best_of":2,"logprobs":3,"echo":true,"stop":["\n","END"]})"},
@@ -40,14 +38,7 @@ int main(int argc, char** argv) {
       {static_cast<char>(0x81), R"({"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"c"}],"n":3})"},
       {static_cast<char>(0x82), R"({"prompt":[1,2],"stop_token_ids":[1,2,3],"max_tokens":101,"logprobs":3})"},
   };
-  for (size_t i = 0; i < seeds.size(); ++i) {
-    const fs::path path = dir / ("seed_" + std::to_string(i));
-    std::ofstream out(path, std::ios::binary);
-    out << seeds[i].first << seeds[i].second;
-    if (!out) {
-      std::fprintf(stderr, "make_api_request_corpus: cannot write %s\n", path.c_str());
-      return 1;
-    }
-  }
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (!th::fuzz::write_seed(dir, i, std::string(1, seeds[i].first) + seeds[i].second)) return 1;
   return 0;
 }

@@ -9,16 +9,13 @@
 #include <vector>
 
 #include "audit_log_fuzz_util.h"
+#include "corpus_writer.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  namespace fs = std::filesystem;
   using th::server::AuditFileRole;
-  const fs::path dir = argv[1];
-  fs::create_directories(dir);
+  const std::optional<std::filesystem::path> corpus = th::fuzz::corpus_dir(argc, argv);
+  if (!corpus) return 2;
+  const std::filesystem::path& dir = *corpus;
   std::vector<std::vector<uint8_t>> seeds = {
       th::fuzz::build_audit_log(0, 0),  th::fuzz::build_audit_log(1, 1), th::fuzz::build_audit_log(5, 2),
       th::fuzz::build_audit_log(9, 4),  th::fuzz::build_audit_log(12, 5, AuditFileRole::kCheckpointCopy),
@@ -30,12 +27,8 @@ int main(int argc, char** argv) {
   flipped[flipped.size() / 2] ^= 0x10;
   seeds.push_back(flipped);
   for (size_t i = 0; i < seeds.size(); ++i) {
-    std::ofstream out(dir / ("seed_" + std::to_string(i)), std::ios::binary);
-    out.write(reinterpret_cast<const char*>(seeds[i].data()), static_cast<std::streamsize>(seeds[i].size()));
-    if (!out) {
-      std::fprintf(stderr, "make_audit_log_corpus: cannot write seed %zu\n", i);
-      return 1;
-    }
+    const std::string_view bytes(reinterpret_cast<const char*>(seeds[i].data()), seeds[i].size());
+    if (!th::fuzz::write_seed(dir, i, bytes)) return 1;
   }
   return 0;
 }

@@ -9,14 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "corpus_writer.h"
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  namespace fs = std::filesystem;
-  const fs::path dir = argv[1];
-  fs::create_directories(dir);
+  const std::optional<std::filesystem::path> corpus = th::fuzz::corpus_dir(argc, argv);
+  if (!corpus) return 2;
+  const std::filesystem::path& dir = *corpus;
   const std::vector<std::string> seeds = {
       "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
       "GET /v1/models?x=1 HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n",
@@ -33,13 +31,7 @@ int main(int argc, char** argv) {
       "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\n12345",
       "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
   };
-  for (size_t i = 0; i < seeds.size(); ++i) {
-    std::ofstream out(dir / ("seed_" + std::to_string(i)), std::ios::binary);
-    out << '\0' << '\0' << seeds[i];
-    if (!out) {
-      std::fprintf(stderr, "make_http_request_parser_corpus: cannot write %s\n", (dir / std::to_string(i)).c_str());
-      return 1;
-    }
-  }
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (!th::fuzz::write_seed(dir, i, std::string(2, '\0') + seeds[i])) return 1;
   return 0;
 }

@@ -7,14 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "corpus_writer.h"
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  namespace fs = std::filesystem;
-  const fs::path dir = argv[1];
-  fs::create_directories(dir);
+  const std::optional<std::filesystem::path> corpus = th::fuzz::corpus_dir(argc, argv);
+  if (!corpus) return 2;
+  const std::filesystem::path& dir = *corpus;
   std::vector<std::string> texts = {
       "Hi, I'm Li Wei (liwei@example.cn, 电话13812345678). ID 11010519491231002X; card 4111 1111 1111 1111, IBAN "
       "DE89 3704 0044 0532 0130 00. Server 10.0.0.1 / 2001:db8::1. Version 1.2.3.4.5 costs $12.99 at 12:30.",
@@ -30,13 +28,9 @@ int main(int argc, char** argv) {
     if (t2 != std::string::npos) texts.push_back(line.substr(t1 + 1, t2 - t1 - 1));
   }
   for (size_t i = 0; i < texts.size(); ++i) {
-    std::ofstream out(dir / ("seed_" + std::to_string(i)), std::ios::binary);
     // Alternate mask and pseudonymize; every kind.
-    out << static_cast<char>(0) << static_cast<char>(i % 256) << texts[i];
-    if (!out) {
-      std::fprintf(stderr, "make_pii_corpus: cannot write seed %zu\n", i);
-      return 1;
-    }
+    const std::string seed = std::string(1, '\0') + static_cast<char>(i % 256) + texts[i];
+    if (!th::fuzz::write_seed(dir, i, seed)) return 1;
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "backend/cpu/act_q8k.h"
+#include "backend/cpu/kquant_avx2.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "tensor/quant_blocks.h"
 
@@ -17,26 +18,7 @@ namespace th::cpu {
 
 namespace {
 
-constexpr size_t kQ8KBytes = sizeof(BlockQ8_K);
-
-float hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float load_f32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-}
-
-float load_f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return _cvtsh_ss(h);
-}
+using namespace kquant_avx2;  // NOLINT: the shared AVX2 k-quant helpers
 
 // The levels 0..63 of one 128-element half: quarters g = 0..3 (32 elements each).
 struct Half {

@@ -1,0 +1,58 @@
+// What the AVX2 k-quant kernels (matmul_q4_k_avx2.cpp, matmul_q5_k_avx2.cpp,
+// matmul_q6_k_avx2.cpp) share: the Q8_K activation block's stride, horizontal
+// sums, unaligned scalar loads and the 6-bit scale/min unpacking of Q4_K and
+// Q5_K. Include only from translation units compiled for AVX2 (+F16C).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/quant_blocks.h"
+
+namespace th::cpu::kquant_avx2 {
+
+inline constexpr size_t kQ8KBytes = sizeof(BlockQ8_K);
+
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float load_f32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, sizeof f);
+  return f;
+}
+
+inline float load_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+// The 8 scales and 8 mins of a block as int16 (scales in the low 128 bits): the shuffle of
+// unpack_k4_scales on one vector. Reads 16 bytes at scales12, 4 past the 12 scale bytes,
+// which are still inside the block (its quants). In scalar code this shuffle cost about
+// 40 instructions per block, most of them moves through the stack (callgrind).
+inline __m256i scales_and_mins(const uint8_t* scales12) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales12));  // words u0 u1 u2 -
+  const __m128i v = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 1, 2, 0));                 // u0 u2 u1 u2
+  const __m128i w = _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0));                 // u0 u0 u1 u1
+  // Words 0 and 2: scales 0-3, mins 0-3, the low six bits of u0 and u1.
+  const __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
+  // Words 1 and 3: scales 4-7 (low nibbles of u2) and mins 4-7 (high nibbles), each with
+  // the top two bits of u0 / u1 as bits 4-5.
+  const __m128i nib = _mm_and_si128(_mm_srlv_epi32(v, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
+  const __m128i top = _mm_and_si128(_mm_srli_epi32(w, 2), _mm_set1_epi32(0x30303030));
+  return _mm256_cvtepu8_epi16(_mm_blend_epi32(lo, _mm_or_si128(nib, top), 0b1010));
+}
+
+// vpshufb pattern that broadcasts int16 lane i of each 128-bit half.
+inline __m256i lane16(int i) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * i)); }
+
+}  // namespace th::cpu::kquant_avx2

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tokenizer/jinja_value.h"
+#include "tokenizer/unicode.h"
 
 namespace th::jinja {
 
@@ -322,7 +323,7 @@ class Lexer {
         }
         pos_ += len;
         if (unit >= 0xDC00 && unit <= 0xDFFF && pending_high) {
-          append_code_point(out, 0x10000 + ((pending_high - 0xD800) << 10) + (unit - 0xDC00));
+          unicode::append_utf8(out, 0x10000 + ((pending_high - 0xD800) << 10) + (unit - 0xDC00));
           pending_high = 0;
         } else {
           flush_high();
@@ -331,7 +332,7 @@ class Lexer {
           } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
             out += "\xEF\xBF\xBD";
           } else {
-            append_code_point(out, unit);
+            unicode::append_utf8(out, unit);
           }
         }
         continue;
@@ -353,24 +354,6 @@ class Lexer {
     flush_high();
     ++pos_;  // the closing quote
     push(Tok::String, std::move(out), start);
-  }
-
-  static void append_code_point(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
 
   void strip_trailing_whitespace() {

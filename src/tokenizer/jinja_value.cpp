@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tokenizer/unicode.h"
+
 namespace th::jinja {
 
 void fail(std::string message, uint32_t pos) { throw JinjaError{std::move(message), pos}; }
@@ -170,24 +172,6 @@ size_t decode_at(std::string_view s, size_t i, uint32_t* cp) {
   return len;
 }
 
-void append_cp(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 bool is_js_space_cp(uint32_t cp) {
   switch (cp) {
     case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20:
@@ -245,7 +229,7 @@ std::string map_case(std::string_view s, bool upper) {
     } else if (upper && cp == 0xDF) {
       out += "SS";  // as JavaScript's toUpperCase
     } else {
-      append_cp(out, upper ? upper_cp(cp) : lower_cp(cp));
+      unicode::append_utf8(out, upper ? upper_cp(cp) : lower_cp(cp));
     }
     i += n;
   }

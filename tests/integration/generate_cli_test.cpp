@@ -171,3 +171,40 @@ TEST(MkmodelCli, RealShapeAndBadArguments) {
 
 }  // namespace
 }  // namespace th
+
+namespace th {
+namespace {
+
+// An encrypted model (tokenhive model encrypt) generates exactly what the plain one does,
+// and refuses to load with a wrong key or none.
+TEST(GenerateCli, EncryptedModelGivesTheReferenceText) {
+  const std::string kek = test::temp_path("gen.kek"), other = test::temp_path("gen_other.kek"),
+                    enc = test::temp_path("stories.enc");
+  for (const std::string& p : {kek, other, enc}) ::unlink(p.c_str());
+  ASSERT_EQ(run_process({test::binary_path(), "model", "keygen", "-o", kek}).exit_code, 0);
+  ASSERT_EQ(run_process({test::binary_path(), "model", "keygen", "-o", other}).exit_code, 0);
+  ProcessResult e = run_process({test::binary_path(), "model", "encrypt", "--key-file", kek, "--chunk-mib", "1",
+                                 test::shared_path("models/stories260K.gguf"), enc});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  ProcessResult r = run_process({test::binary_path(), "generate", "-m", enc, "--key-file", kek, "-t", "1", "-p", "", "--temp", "0", "-n", "256"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  EXPECT_EQ(r.out, want + "\n");
+  ProcessResult wrong = run_process({test::binary_path(), "generate", "-m", enc, "--key-file", other, "-p", "", "-n", "4"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("does not open"), std::string::npos) << wrong.err;
+  EXPECT_TRUE(wrong.out.empty());
+  ProcessResult none = run_process({test::binary_path(), "generate", "-m", enc, "-p", "", "-n", "4"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("encrypted"), std::string::npos) << none.err;
+  // Rekeyed: the new key opens it, the old one no longer does.
+  ASSERT_EQ(run_process({test::binary_path(), "model", "rekey", "--key-file", kek, "--new-key-file", other, enc}).exit_code, 0);
+  EXPECT_EQ(run_process({test::binary_path(), "generate", "-m", enc, "--key-file", other, "-t", "1", "-p", "", "--temp", "0", "-n", "256"}).out,
+            want + "\n");
+  EXPECT_EQ(run_process({test::binary_path(), "generate", "-m", enc, "--key-file", kek, "-p", "", "-n", "4"}).exit_code, 1);
+  for (const std::string& p : {kek, other, enc}) ::unlink(p.c_str());
+}
+
+}  // namespace
+}  // namespace th

@@ -153,7 +153,7 @@ struct ApiService::Impl {
   std::atomic<uint64_t> next_call{1};
   std::atomic<int64_t> in_flight{0};   // calls not yet answered
   std::atomic<int64_t> pending{0};     // choices in the engine
-  Engine* engine = nullptr;
+  std::atomic<Engine*> engine{nullptr};  // set once by attach(); read from any thread
   const Tokenizer* tok = nullptr;
   const ChatTemplate* chat = nullptr;
   std::thread responder;
@@ -260,7 +260,7 @@ void ApiService::Impl::handle_models(const HttpRequest& r, ResponseWriter w) {
                 {"object", "model"},
                 {"created", started_unix},
                 {"owned_by", "tokenhive"}};
-  if (engine) model["max_model_len"] = engine->max_model_len();
+  if (const Engine* e = engine.load(std::memory_order_acquire)) model["max_model_len"] = e->max_model_len();
   if (r.path == "/v1/models") {
     w.send(ordered_json_response(200, json{{"object", "list"}, {"data", json::array({model})}}));
     return;
@@ -446,7 +446,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       g.compute_type = q.compute_type;
       g.tenant = c.tenant;
       g.logprobs = q.logprobs;
-      Result<RequestStream> s = engine->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
+      Result<RequestStream> s = engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
       if (!s.ok()) {
         for (Choice& done : c.choices) {  // cancel what was submitted
           done.stream.reset();
@@ -904,7 +904,7 @@ void ApiService::add_routes(HttpServer& server) {
     HttpServer* http = &server;
     server.route("GET", "/metrics", [impl, http](const HttpRequest&, ResponseWriter w) {
       ServingMetrics& m = *impl->options.metrics;
-      if (impl->engine) m.set_engine(impl->engine->stats());
+      if (const Engine* e = impl->engine.load(std::memory_order_acquire)) m.set_engine(e->stats());
       m.set_http(http->stats());
       w.send(text_response(200, m.render(), std::string(kPrometheusContentType)));
     });
@@ -923,7 +923,7 @@ void ApiService::add_routes(HttpServer& server) {
 }
 
 void ApiService::attach(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
-  impl_->engine = &engine;
+  impl_->engine.store(&engine, std::memory_order_release);
   impl_->tok = &tokenizer;
   impl_->chat = &chat_template;
   impl_->state.store(Impl::kReady, std::memory_order_release);

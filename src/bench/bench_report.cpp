@@ -129,9 +129,14 @@ std::string stats_table(const BenchStats& s, const std::string& title) {
   const std::pair<const char*, double Distribution::*> stats[] = {
       {"mean", &Distribution::mean}, {"p50", &Distribution::p50}, {"p90", &Distribution::p90},
       {"p99", &Distribution::p99}, {"max", &Distribution::max}};
-  for (const auto& [mname, mfield] : metrics) {
+  for (const auto& metric : metrics) {
+    // Plain names, not structured bindings: clang 14 (the fuzz build's) cannot capture those.
+    const char* mname = metric.first;
+    Distribution ClassStats::*mfield = metric.second;
     out += std::string("---- ") + mname + " (ms) ----\n";
-    for (const auto& [sname, sfield] : stats) {
+    for (const auto& stat : stats) {
+      const char* sname = stat.first;
+      double Distribution::*sfield = stat.second;
       row(std::string(mname) + " " + sname, [&](const ClassStats& c) {
         const Distribution& d = c.*mfield;
         return d.count > 0 ? fmt(d.*sfield) : std::string("-");

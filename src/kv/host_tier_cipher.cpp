@@ -59,11 +59,13 @@ Status HostTierCipher::seal(int32_t block, const Pieces& pieces) {
   if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key_.data(), nonce.data()) != 1 ||
       EVP_EncryptUpdate(ctx.get(), nullptr, &n, reinterpret_cast<const uint8_t*>(&block), sizeof block) != 1)
     return Status::error("host KV tier: AES-256-GCM setup failed");
-  for (const auto& [p, len] : pieces)
-    if (!in_steps(len, [&](size_t off, size_t step) {
+  for (const auto& piece : pieces) {
+    uint8_t* p = piece.first;  // not a structured binding: clang 14 cannot capture those
+    if (!in_steps(piece.second, [&](size_t off, size_t step) {
           return EVP_EncryptUpdate(ctx.get(), p + off, &n, p + off, static_cast<int>(step)) == 1;
         }))
       return Status::error("host KV tier: AES-256-GCM failed");
+  }
   uint8_t tail[16];
   if (EVP_EncryptFinal_ex(ctx.get(), tail, &n) != 1 ||
       EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, 16, r.tag.data()) != 1)
@@ -82,7 +84,8 @@ Status HostTierCipher::open(int32_t block, const std::vector<std::pair<const uin
     return Status::error("host KV tier: AES-256-GCM setup failed");
   std::vector<uint8_t> plain;
   for (size_t i = 0; i < pieces.size(); ++i) {
-    const auto& [p, len] = pieces[i];
+    const uint8_t* p = pieces[i].first;
+    const size_t len = pieces[i].second;
     plain.resize(len);
     if (!in_steps(len, [&](size_t off, size_t step) {
           return EVP_DecryptUpdate(ctx.get(), plain.data() + off, &n, p + off, static_cast<int>(step)) == 1;

@@ -28,14 +28,23 @@ int ms_until(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
 }
 
-// Waits until `fd` has `events` or `deadline` passes (false).
-bool wait_fd(int fd, short events, Clock::time_point deadline) {
+enum class Wait { kReady, kTimeout, kCancelled };
+
+// Waits until `fd` has `events`, `until.deadline` passes, or *until.cancel turns true
+// (checked every 10 ms while waiting).
+Wait wait_fd(int fd, short events, const CallLimit& until) {
   while (true) {
+    if (until.cancel && until.cancel->load(std::memory_order_relaxed)) return Wait::kCancelled;
     pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, ms_until(deadline));
-    if (n > 0) return true;
-    if (n == 0) return false;
-    if (errno != EINTR) return true;  // let the next call report the error
+    int timeout = ms_until(until.deadline);
+    if (until.cancel) timeout = std::min(timeout, 10);
+    const int n = ::poll(&p, 1, timeout);
+    if (n > 0) return Wait::kReady;
+    if (n == 0) {
+      if (Clock::now() >= until.deadline) return Wait::kTimeout;
+      continue;
+    }
+    if (errno != EINTR) return Wait::kReady;  // let the next call report the error
   }
 }
 
@@ -96,6 +105,7 @@ enum class Failure {
   kProtocol,    // a malformed response
   kBroken,      // the connection broke after the response began
   kTooLarge,    // a buffered body over max_response_bytes
+  kCancelled,   // the caller's cancel flag turned true
 };
 
 struct HttpClient::Attempt {
@@ -149,8 +159,8 @@ void HttpClient::close_idle() {
   }
 }
 
-Result<HttpClient::Connection> HttpClient::connect(Clock::time_point deadline) {
-  const Clock::time_point until = std::min(deadline, Clock::now() + options_.connect_timeout);
+Result<HttpClient::Connection> HttpClient::connect(const CallLimit& limit) {
+  const CallLimit until{std::min(limit.deadline, Clock::now() + options_.connect_timeout), limit.cancel};
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -171,7 +181,9 @@ Result<HttpClient::Connection> HttpClient::connect(Clock::time_point deadline) {
     if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       err = errno;
       if (err == EINPROGRESS) {
-        if (!wait_fd(fd.get(), POLLOUT, until)) {
+        const Wait w = wait_fd(fd.get(), POLLOUT, until);
+        if (w == Wait::kCancelled) return Status::error("cancelled");
+        if (w == Wait::kTimeout) {
           last_error = cat("timed out after ", options_.connect_timeout.count(), " ms");
           continue;
         }
@@ -217,14 +229,16 @@ void HttpClient::put_idle(std::unique_ptr<Connection> conn) {
 }
 
 HttpClient::Attempt HttpClient::exchange(Connection& conn, std::string_view method, const std::string& wire,
-                                         Clock::time_point deadline, const OnData* on_data) {
+                                         const CallLimit& deadline, const OnData* on_data) {
   const int fd = conn.fd.get();
   for (size_t off = 0; off < wire.size();) {
     const ssize_t n = ::send(fd, wire.data() + off, wire.size() - off, MSG_NOSIGNAL);
     if (n > 0) {
       off += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_fd(fd, POLLOUT, deadline)) return Attempt::fail(Failure::kTimeout, Status::error("timed out sending the request"));
+      if (const Wait w = wait_fd(fd, POLLOUT, deadline); w != Wait::kReady)
+        return w == Wait::kCancelled ? Attempt::fail(Failure::kCancelled, Status::error("cancelled"))
+                                     : Attempt::fail(Failure::kTimeout, Status::error("timed out sending the request"));
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
@@ -250,9 +264,14 @@ HttpClient::Attempt HttpClient::exchange(Connection& conn, std::string_view meth
       const int err = errno;
       if (err == EINTR) continue;
       if (err == EAGAIN || err == EWOULDBLOCK) {
-        if (!wait_fd(fd, POLLIN, deadline))
-          return Attempt::fail(Failure::kTimeout, Status::errorf("no complete response within the request timeout (",
-                                                                 options_.request_timeout.count(), " ms)"));
+        if (const Wait w = wait_fd(fd, POLLIN, deadline); w != Wait::kReady) {
+          Attempt stopped = w == Wait::kCancelled
+                                ? Attempt::fail(Failure::kCancelled, Status::error("cancelled"))
+                                : Attempt::fail(Failure::kTimeout, Status::errorf("no complete response within the request timeout (",
+                                                                                  options_.request_timeout.count(), " ms)"));
+          stopped.delivered = a.delivered;
+          return stopped;
+        }
         continue;
       }
       if (!any_byte) return Attempt::fail(Failure::kNoResponse, Status::errorf("recv: ", errno_text(err)));
@@ -292,13 +311,13 @@ HttpClient::Attempt HttpClient::exchange(Connection& conn, std::string_view meth
   return a;
 }
 
-HttpClient::Attempt HttpClient::attempt(std::string_view method, const std::string& wire, Clock::time_point deadline,
+HttpClient::Attempt HttpClient::attempt(std::string_view method, const std::string& wire, const CallLimit& deadline,
                                         const OnData* on_data) {
   std::unique_ptr<Connection> conn = take_idle();
   const bool reused = conn != nullptr;
   if (!reused) {
     Result<Connection> c = connect(deadline);
-    if (!c.ok()) return Attempt::fail(Failure::kConnect, c.status());
+    if (!c.ok()) return Attempt::fail(cancelled(deadline) ? Failure::kCancelled : Failure::kConnect, c.status());
     conn = std::make_unique<Connection>(std::move(c).value());
   }
   Attempt a = exchange(*conn, method, wire, deadline, on_data);
@@ -307,7 +326,7 @@ HttpClient::Attempt HttpClient::attempt(std::string_view method, const std::stri
     // the request, so a new connection is the same try, not a retry.
     counters_.stale_redos.fetch_add(1, std::memory_order_relaxed);
     Result<Connection> c = connect(deadline);
-    if (!c.ok()) return Attempt::fail(Failure::kConnect, c.status());
+    if (!c.ok()) return Attempt::fail(cancelled(deadline) ? Failure::kCancelled : Failure::kConnect, c.status());
     conn = std::make_unique<Connection>(std::move(c).value());
     a = exchange(*conn, method, wire, deadline, on_data);
   }
@@ -324,10 +343,11 @@ void HttpClient::sleep(std::chrono::milliseconds delay) {
 }
 
 Result<Response> HttpClient::execute(std::string_view method, std::string_view path, std::string_view body,
-                                     const std::vector<Header>& headers, const OnData* on_data) {
+                                     const std::vector<Header>& headers, const OnData* on_data,
+                                     const std::atomic<bool>* cancel) {
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
   const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + options_.request_timeout;
+  const CallLimit deadline{start + options_.request_timeout, cancel};
   budget_.on_request(start);
   if (!is_token(method)) return Status::errorf("bad method: ", method);
   if (path.empty() || path.front() != '/' || path.find_first_of(" \r\n\t") != std::string_view::npos)
@@ -394,7 +414,7 @@ Result<Response> HttpClient::execute(std::string_view method, std::string_view p
     } else {
       delay = backoff_.delay(tries - 1);
     }
-    if (Clock::now() + delay >= deadline) break;
+    if (Clock::now() + delay >= deadline.deadline || cancelled(deadline)) break;
     if (!budget_.try_spend(Clock::now())) {
       counters_.budget_exhausted.fetch_add(1, std::memory_order_relaxed);
       break;
@@ -412,18 +432,19 @@ Result<Response> HttpClient::execute(std::string_view method, std::string_view p
 }
 
 Result<Response> HttpClient::request(std::string method, std::string path, std::string body,
-                                     std::vector<Header> headers) {
-  return execute(method, path, body, headers, nullptr);
+                                     std::vector<Header> headers, const std::atomic<bool>* cancel) {
+  return execute(method, path, body, headers, nullptr, cancel);
 }
 
 Result<Response> HttpClient::stream(std::string method, std::string path, std::string body, OnData on_data,
-                                    std::vector<Header> headers) {
+                                    std::vector<Header> headers, const std::atomic<bool>* cancel) {
   if (!on_data) return Status::error("stream: no on_data callback");
-  return execute(method, path, body, headers, &on_data);
+  return execute(method, path, body, headers, &on_data, cancel);
 }
 
 Result<Response> HttpClient::stream_events(std::string method, std::string path, std::string body,
-                                           SseReader::OnEvent on_event, std::vector<Header> headers) {
+                                           SseReader::OnEvent on_event, std::vector<Header> headers,
+                                           const std::atomic<bool>* cancel) {
   if (!on_event) return Status::error("stream_events: no on_event callback");
   const bool has_accept = std::any_of(headers.begin(), headers.end(),
                                       [](const Header& h) { return to_lower_ascii(h.name) == "accept"; });
@@ -439,7 +460,7 @@ Result<Response> HttpClient::stream_events(std::string method, std::string path,
     }
     return !reader.stopped();
   };
-  Result<Response> r = execute(method, path, body, headers, &on_data);
+  Result<Response> r = execute(method, path, body, headers, &on_data, cancel);
   if (!sse_error.ok()) return sse_error;
   return r;
 }

@@ -60,6 +60,13 @@ struct HttpClientOptions {
   ResponseLimits limits;
 };
 
+/// @brief When a call must end: its deadline, and an optional flag its caller sets to stop it.
+struct CallLimit {
+  Clock::time_point deadline;
+  const std::atomic<bool>* cancel = nullptr;
+};
+inline bool cancelled(const CallLimit& l) { return l.cancel && l.cancel->load(std::memory_order_relaxed); }
+
 /// @brief The parts of a base URL: http://host[:port][/prefix].
 struct BaseUrl {
   std::string host;       // a name, an IPv4 address, or an IPv6 one without brackets
@@ -100,8 +107,11 @@ class HttpClient {
   /// error means no complete response came (after the retries there were).
   /// Content-Length, Transfer-Encoding, Connection and Host in `headers` are
   /// the client's to set and are dropped.
+  /// `cancel`, when given, is checked every 10 ms while the call waits: once it is
+  /// true the call ends with an error that says "cancelled" (never retried), and the
+  /// connection is closed.
   Result<Response> request(std::string method, std::string path, std::string body = {},
-                           std::vector<Header> headers = {});
+                           std::vector<Header> headers = {}, const std::atomic<bool>* cancel = nullptr);
 
   /// @brief As request(), but a 2xx body goes to on_data piece by piece as it
   /// arrives (Response::body stays empty); any other status's body is
@@ -109,13 +119,14 @@ class HttpClient {
   /// Once on_data has had a byte the call is never retried. When on_data
   /// returns false, the Response says cancelled.
   Result<Response> stream(std::string method, std::string path, std::string body, OnData on_data,
-                          std::vector<Header> headers = {});
+                          std::vector<Header> headers = {}, const std::atomic<bool>* cancel = nullptr);
 
   /// @brief stream() read as server-sent events (sse_reader.h): on_event gets
   /// each event of a 2xx response; it returns false to stop. An error also
   /// when the event stream is malformed (a line over the reader's limit).
   Result<Response> stream_events(std::string method, std::string path, std::string body,
-                                 SseReader::OnEvent on_event, std::vector<Header> headers = {});
+                                 SseReader::OnEvent on_event, std::vector<Header> headers = {},
+                                 const std::atomic<bool>* cancel = nullptr);
 
   ClientStats stats() const;
   const BaseUrl& base_url() const { return base_; }
@@ -128,11 +139,11 @@ class HttpClient {
   HttpClient(BaseUrl base, HttpClientOptions options);
 
   Result<Response> execute(std::string_view method, std::string_view path, std::string_view body,
-                           const std::vector<Header>& headers, const OnData* on_data);
-  Attempt attempt(std::string_view method, const std::string& wire, Clock::time_point deadline, const OnData* on_data);
-  Attempt exchange(Connection& conn, std::string_view method, const std::string& wire, Clock::time_point deadline,
+                           const std::vector<Header>& headers, const OnData* on_data, const std::atomic<bool>* cancel);
+  Attempt attempt(std::string_view method, const std::string& wire, const CallLimit& deadline, const OnData* on_data);
+  Attempt exchange(Connection& conn, std::string_view method, const std::string& wire, const CallLimit& deadline,
                    const OnData* on_data);
-  Result<Connection> connect(Clock::time_point deadline);
+  Result<Connection> connect(const CallLimit& deadline);
   std::unique_ptr<Connection> take_idle();
   void put_idle(std::unique_ptr<Connection> conn);
   void sleep(std::chrono::milliseconds delay);

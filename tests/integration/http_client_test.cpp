@@ -622,6 +622,46 @@ TEST(ClientAndRawServer, RequestTimeoutBoundsTheCall) {
   EXPECT_LT(ms_since(t0), 1500);
 }
 
+// A cancel flag stops a call stalled mid-stream (how a router leaves a hung cell) within
+// ~10 ms of being set, and the call is not retried.
+TEST(ClientAndRawServer, CancelFlagStopsAStalledStream) {
+  RawServer server([](int fd, int, const std::atomic<bool>& stop) {
+    RawServer::read_request(fd);
+    RawServer::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "c\r\ndata: one\n\n\r\n");
+    while (!stop) std::this_thread::sleep_for(5ms);  // then nothing more
+  });
+  HttpClientOptions o;
+  o.retry.max_attempts = 3;
+  auto client = make_client(server.url(), o);
+  std::atomic<bool> cancel{false};
+  std::vector<std::string> events;
+  Clock::time_point cancelled_at;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(200ms);
+    cancelled_at = Clock::now();
+    cancel = true;
+  });
+  Result<Response> r = client->stream_events(
+      "POST", "/s", "{}",
+      [&](const SseEvent& e) {
+        events.push_back(e.data);
+        return true;
+      },
+      {}, &cancel);
+  const Clock::time_point returned = Clock::now();
+  canceller.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cancelled"), std::string::npos) << r.message();
+  EXPECT_EQ(events, std::vector<std::string>{"one"});
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(returned - cancelled_at).count(), 100);
+  EXPECT_EQ(client->stats().attempts, 1u);
+  EXPECT_EQ(server.accepted(), 1);
+  // A flag already set: the call does not even connect.
+  Result<Response> none = client->request("GET", "/x", {}, {}, &cancel);
+  EXPECT_FALSE(none.ok());
+}
+
 // --- against `tokenhive serve` ------------------------------------------------
 
 class ClientAndServe : public ::testing::Test {

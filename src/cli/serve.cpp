@@ -11,12 +11,15 @@
 #include <sched.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -72,6 +75,7 @@ struct ServeFlags {
   uint64_t audit_every = 1000;
   bool pin = false;
   double audit_seconds = 60;
+  std::string admin_token;
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -138,6 +142,8 @@ int run_serve(int argc, char** argv) {
   app.add_flag("--pin", f.pin,
                "pin threads: HTTP and the responder on the first allowed CPU, the engine's compute threads one "
                "per remaining CPU (with at least 2 CPUs)");
+  app.add_option("--admin-token", f.admin_token,
+                 "bearer token POST /admin/drain needs (default: $TOKENHIVE_ADMIN_TOKEN; unset with --api-keys: refused)");
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
@@ -200,6 +206,10 @@ int run_serve(int argc, char** argv) {
                    static_cast<unsigned long long>(audit->recovery().dropped_bytes));
     api_options.audit = audit.get();
   }
+  if (f.admin_token.empty()) {
+    if (const char* t = std::getenv("TOKENHIVE_ADMIN_TOKEN")) f.admin_token = t;
+  }
+  api_options.admin_token = f.admin_token;
   api_options.model_name = f.served_name;
   api_options.max_pending = f.max_pending;
   // --pin: the HTTP front (event loops, responder) gets a core of its own, so that a
@@ -261,7 +271,14 @@ int run_serve(int argc, char** argv) {
   const int sig = signal->wait();
   std::fprintf(stderr, "tokenhive serve: signal %d: draining (up to %.0f s)\n", sig, f.shutdown_timeout);
   api.drain();
-  const bool clean = http.shutdown(std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000)));
+  // The listener stays open while in-flight work finishes: new requests get 503 (a router
+  // retries them on another cell) and heartbeats keep saying "draining" rather than failing,
+  // so no router mistakes a draining cell for a dead one and moves its streams.
+  const auto deadline = std::chrono::steady_clock::now() + ms(f.shutdown_timeout);
+  while (api.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool clean = http.shutdown(std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                              deadline - std::chrono::steady_clock::now())));
   api.stop();
   (*engine)->stop();
   if (audit) {

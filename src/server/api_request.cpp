@@ -335,7 +335,7 @@ class RequestReader {
     const bool chat = endpoint_ == ApiEndpoint::ChatCompletions;
     return read_model(r) && (chat ? read_messages(r) : read_prompt(r)) && read_max_tokens(r) &&
            read_sampling(r) && read_stops(r) && read_choices(r) && read_logprobs(r) && read_extensions(r) &&
-           read_unsupported(r);
+           read_continuation(r) && read_unsupported(r);
   }
 
  private:
@@ -575,6 +575,36 @@ class RequestReader {
         }
       if (!found) return fail("compute_type", "must be one of \"fp32\", \"fp16\", \"bf16\", \"fp8\", \"auto\"" + got(*c));
     }
+    return true;
+  }
+
+  bool read_continuation(ApiRequest& r) {
+    const Json* v = field("continuation");
+    if (!v) return true;
+    constexpr std::string_view kShape = "must be an object {\"prompt_token_ids\": [...], \"token_ids\": [...], \"text_bytes\": n}";
+    if (!v->is_object()) return fail("continuation", std::string(kShape) + got(*v));
+    ApiContinuation c;
+    auto member = [&](const char* name) -> const Json* {
+      auto it = v->find(name);
+      return it == v->end() || it->is_null() ? nullptr : &*it;
+    };
+    const Json* prompt = member("prompt_token_ids");
+    if (!prompt) return fail("continuation.prompt_token_ids", "is required");
+    if (!prompt->is_array()) return fail("continuation.prompt_token_ids", "must be an array of token ids" + got(*prompt));
+    if (!token_ids(*prompt, "continuation.prompt_token_ids", &c.prompt_token_ids)) return false;
+    if (const Json* ids = member("token_ids")) {
+      if (!ids->is_array()) return fail("continuation.token_ids", "must be an array of token ids" + got(*ids));
+      if (!ids->empty() && !token_ids(*ids, "continuation.token_ids", &c.token_ids)) return false;
+    }
+    if (const Json* t = member("text_bytes");
+        t && !int_value(*t, "continuation.text_bytes", 0, std::numeric_limits<int32_t>::max(), &c.text_bytes))
+      return false;
+    if (r.n != 1) return fail("continuation", "needs n = 1");
+    if (endpoint_ != ApiEndpoint::ChatCompletions && r.prompts.size() != 1) return fail("continuation", "needs exactly one prompt");
+    if (!r.stream) return fail("continuation", "needs stream = true");
+    if (!r.seed_given) return fail("continuation", "needs the seed the stream began with");
+    if (r.echo) return fail("continuation", "cannot echo (the client has the prompt already)");
+    r.continuation = std::move(c);
     return true;
   }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -30,6 +31,19 @@ struct ApiPrompt {
   bool is_tokens = false;
   std::string text;             // when !is_tokens (valid UTF-8)
   std::vector<int32_t> tokens;  // when is_tokens (each >= 0; the service checks < n_vocab)
+};
+
+/// @brief Native extension: resume, on this cell, a single-choice stream another cell
+/// began (the router's migration). The cell takes prompt_token_ids as the prompt (no
+/// template, no tokenizing), replays token_ids as already generated (they count against
+/// max_tokens and feed the penalties, the stop strings and the detokenizer exactly as
+/// on the first cell), and streams from byte text_bytes of the generated text on. With
+/// the same seed, the counter-based sampler (keyed by position) draws what the first
+/// cell would have: the client's stream goes on with no token lost or repeated.
+struct ApiContinuation {
+  std::vector<int32_t> prompt_token_ids;  // the prompt as the first cell tokenized it (not empty)
+  std::vector<int32_t> token_ids;         // generated so far
+  int64_t text_bytes = 0;                 // bytes of generated text the client already has
 };
 
 /// @brief Limits the parser enforces (beyond the HTTP server's body limit).
@@ -90,6 +104,9 @@ struct ApiRequest {
   int32_t priority = 0;     // "high" | "normal" | "low" or an integer (lower = more important)
   ComputeType compute_type = ComputeType::Auto;  // "fp32" | "fp16" | "bf16" | "fp8" | "auto"
   bool return_token_ids = false;  // native extension: token ids in responses and stream events
+  // Native extension (the router's migration): only with n = 1, one prompt, a seed and
+  // stream = true; see ApiContinuation.
+  std::optional<ApiContinuation> continuation;
 };
 
 /// @brief The request, or the 400 that says which field is wrong (param set).

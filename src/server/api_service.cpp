@@ -63,6 +63,7 @@ struct Choice {
   bool text_done = false;     // the text is complete (a stop string may end it before the engine stops)
   bool done = false;          // ... and the engine's final event has arrived
   bool final_sent = false;    // a stream has sent its finish_reason (or error)
+  bool prompt_ids_sent = false;  // a stream with token ids has sent the prompt's (in its first chunk)
   std::string finish_reason;  // stop | length | cancelled | error
   std::string error;
   RequestMetrics metrics;
@@ -177,6 +178,7 @@ struct ApiService::Impl {
   static std::string output_filter(Choice& ch, const std::string& piece, bool last);
   void emit(Call& c, Choice& ch);
   void take_event(Call& c, Choice& ch, TokenEvent e);
+  bool replay(Call& c, Choice& ch, GenerateRequest& g);
   void finish_choice(Choice& ch, FinishReason outcome);
   void reject(ResponseWriter& w, int status, ApiError e, std::string_view reason, const Requester& who,
               std::chrono::seconds retry_after = std::chrono::seconds(0));
@@ -192,6 +194,12 @@ struct ApiService::Impl {
 
   json usage(const Call& c) const;
   json chunk(const Call& c) const;
+  json load();
+  bool admin_allowed(const HttpRequest& r) const;
+  std::mutex rate_mu;  // the tokens/s window of load()
+  Clock::time_point rate_at{};
+  int64_t rate_tokens = 0;
+  double tokens_per_second = 0;
   json completion_logprobs(const Call& c, const Choice& ch, size_t from, size_t to, size_t text_base) const;
   json chat_logprobs(const Choice& ch, size_t from, size_t to) const;
 };
@@ -346,7 +354,7 @@ Status ApiService::Impl::tokenize(Call& c, std::string* param) {
         if (!p.is_tokens) p.text = c.redactor->redact(p.text);
     }
   }
-  if (q.endpoint == ApiEndpoint::ChatCompletions) {
+  if (q.endpoint == ApiEndpoint::ChatCompletions && !q.continuation) {
     *param = "messages";
     const std::string bos = v.bos >= 0 ? tok->token_to_piece(v.bos, true) : "";
     const std::string eos = v.eos >= 0 ? tok->token_to_piece(v.eos, true) : "";
@@ -359,6 +367,17 @@ Status ApiService::Impl::tokenize(Call& c, std::string* param) {
     return ok_status();
   }
   *param = "prompt";
+  if (q.continuation) {
+    // A stream another cell began: its prompt ids as they are (no template, no tokenizer).
+    *param = "continuation";
+    for (const std::vector<int32_t>* ids : {&q.continuation->prompt_token_ids, &q.continuation->token_ids})
+      for (int32_t id : *ids)
+        if (id >= tok->n_vocab())
+          return Status::errorf("token ", id, " is outside the vocabulary of ", tok->n_vocab(), " tokens");
+    c.prompt_ids.push_back(q.continuation->prompt_token_ids);
+    c.prompt_texts.push_back(tok->decode(q.continuation->prompt_token_ids));
+    return ok_status();
+  }
   for (const ApiPrompt& p : q.prompts) {
     if (p.is_tokens) {
       for (int32_t id : p.tokens)
@@ -435,11 +454,23 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       Choice ch;
       ch.prompt_index = p;
       ch.index = static_cast<int>(p) * q.n + i;
+      ch.detok.emplace(*tok);
+      // The prompt goes through the detokenizer first, so the continuation's first piece
+      // keeps its leading space (it is dropped only right after BOS).
+      for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
+      ch.stop.emplace(q.stop);
+      if (c.redactor && c.redactor->policy().mode == RedactMode::kMask) ch.pii_mask = std::make_unique<StreamingRedactor>(*c.redactor);
+      if (c.redactor && c.redactor->policy().mode == RedactMode::kPseudonymize)
+        ch.pii_restore = std::make_unique<StreamingRestorer>(*c.redactor);
       GenerateRequest g;
       g.prompt = c.prompt_ids[p];
       g.sampling = q.sampling;
       g.sampling.seed = c.seed + static_cast<uint64_t>(i);  // n choices: n different draws
       g.max_tokens = q.max_tokens > 0 ? q.max_tokens : (q.endpoint == ApiEndpoint::Completions ? 16 : -1);
+      if (q.continuation && replay(c, ch, g)) {
+        c.choices.push_back(std::move(ch));  // it ended within what the first cell generated
+        continue;
+      }
       g.stop_token_ids = q.stop_token_ids;
       g.ignore_eos = q.ignore_eos;
       g.priority = q.priority;
@@ -449,6 +480,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       Result<RequestStream> s = engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
       if (!s.ok()) {
         for (Choice& done : c.choices) {  // cancel what was submitted
+          if (!done.stream) continue;
           done.stream.reset();
           pending.fetch_sub(1);
         }
@@ -459,14 +491,6 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       }
       pending.fetch_add(1);
       ch.stream.emplace(std::move(*s));
-      ch.detok.emplace(*tok);
-      // The prompt goes through the detokenizer first, so the continuation's first piece
-      // keeps its leading space (it is dropped only right after BOS).
-      for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
-      ch.stop.emplace(q.stop);
-      if (c.redactor && c.redactor->policy().mode == RedactMode::kMask) ch.pii_mask = std::make_unique<StreamingRedactor>(*c.redactor);
-      if (c.redactor && c.redactor->policy().mode == RedactMode::kPseudonymize)
-        ch.pii_restore = std::make_unique<StreamingRestorer>(*c.redactor);
       c.choices.push_back(std::move(ch));
     }
   }
@@ -478,7 +502,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     }
     c.streaming = true;
     c.status = 200;
-    if (q.endpoint == ApiEndpoint::ChatCompletions || q.echo) {
+    if ((q.endpoint == ApiEndpoint::ChatCompletions || q.echo) && !q.continuation) {
       // OpenAI's first chat chunk carries the role; echo sends the prompt first.
       json j = chunk(c);
       for (const Choice& ch : c.choices) {
@@ -495,6 +519,38 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       c.writer.send_event(dump(j));
     }
   }
+}
+
+// A continuation (ApiContinuation): the tokens the first cell generated go through this
+// choice's detokenizer, output filter and stop strings as if generated here, and the engine
+// request becomes prompt + those tokens with what is left of max_tokens. True when the choice
+// already ended within them (a stop string, or max_tokens reached): nothing to submit.
+bool ApiService::Impl::replay(Call& c, Choice& ch, GenerateRequest& g) {
+  const ApiContinuation& k = *c.req.continuation;
+  for (int32_t id : k.token_ids) {
+    ch.token_ids.push_back(id);
+    ch.text += ch.stop->push(output_filter(ch, ch.detok->push(id), false));
+    if (ch.stop->stopped()) break;
+  }
+  ch.sent_tokens = ch.token_ids.size();
+  ch.prompt_ids_sent = true;  // the router has them
+  g.prompt.insert(g.prompt.end(), k.token_ids.begin(), k.token_ids.end());
+  const int64_t generated = static_cast<int64_t>(k.token_ids.size());
+  const bool stopped = ch.stop->stopped();
+  const bool full = g.max_tokens >= 0 && generated >= g.max_tokens;
+  if (!stopped && !full) {
+    if (g.max_tokens >= 0) g.max_tokens -= generated;
+    ch.sent_text = std::min<size_t>(static_cast<size_t>(k.text_bytes), ch.text.size());
+    return false;
+  }
+  if (!stopped) {
+    ch.text += ch.stop->push(output_filter(ch, ch.detok->flush(), true));
+    ch.text += ch.stop->flush();
+  }
+  ch.sent_text = std::min<size_t>(static_cast<size_t>(k.text_bytes), ch.text.size());
+  ch.done = ch.text_done = true;
+  ch.finish_reason = stopped ? "stop" : "length";
+  return true;
 }
 
 // Generated text through the tenant's PII policy (mask, or restore pseudonyms); `last` ends it.
@@ -592,7 +648,11 @@ void ApiService::Impl::emit(Call& c, Choice& ch) {
   } else {
     choice["text"] = delta;
   }
-  if (want_ids) choice["token_ids"] = std::vector<int32_t>(ch.token_ids.begin() + static_cast<long>(ch.sent_tokens), ch.token_ids.end());
+  if (want_ids) {
+    choice["token_ids"] = std::vector<int32_t>(ch.token_ids.begin() + static_cast<long>(ch.sent_tokens), ch.token_ids.end());
+    if (!ch.prompt_ids_sent) choice["prompt_token_ids"] = c.prompt_ids[ch.prompt_index];  // what a router needs to resume it
+    ch.prompt_ids_sent = true;
+  }
   if (q.logprobs >= 0) {
     const size_t to = ch.logprob_events.size();
     choice["logprobs"] = q.endpoint == ApiEndpoint::ChatCompletions
@@ -804,6 +864,46 @@ void ApiService::Impl::refuse(Call& c, int status, ApiError e, std::string_view 
   c.submitted = true;
 }
 
+// The heartbeat a router reads: what the engine runs and queues, its KV room, its recent
+// output rate (over windows of at least a second), and whether it takes new work.
+json ApiService::Impl::load() {
+  const int s = state.load(std::memory_order_acquire);
+  json j = {{"ready", s == kReady}, {"draining", s == kDraining || s == kStopped}, {"in_flight", in_flight.load()}};
+  const Engine* e = engine.load(std::memory_order_acquire);
+  if (!e) return j;
+  const EngineStats st = e->stats();
+  {
+    std::lock_guard<std::mutex> l(rate_mu);
+    const Clock::time_point now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - rate_at).count();
+    if (rate_at == Clock::time_point{}) {
+      rate_at = now;
+      rate_tokens = st.tokens_generated;
+    } else if (dt >= 1.0) {
+      tokens_per_second = static_cast<double>(st.tokens_generated - rate_tokens) / dt;
+      rate_at = now;
+      rate_tokens = st.tokens_generated;
+    }
+    j["tokens_per_second"] = tokens_per_second;
+  }
+  j["running"] = st.running;
+  j["waiting"] = st.waiting + st.swapped;
+  j["kv_free_blocks"] = st.kv.primary_free;
+  j["kv_total_blocks"] = st.kv.primary_blocks;
+  j["max_model_len"] = e->max_model_len();
+  return j;
+}
+
+bool ApiService::Impl::admin_allowed(const HttpRequest& r) const {
+  if (options.admin_token.empty()) return options.keys == nullptr;
+  std::optional<std::string_view> auth = r.header("authorization");
+  const std::string want = "Bearer " + options.admin_token;
+  if (!auth || auth->size() != want.size()) return false;
+  unsigned char diff = 0;  // constant time in the token's bytes
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>((*auth)[i] ^ want[i]);
+  return diff == 0;
+}
+
 const ApiKey* ApiService::Impl::authenticate(const HttpRequest& r, ResponseWriter& w) {
   std::optional<std::string_view> auth = r.header("authorization");
   const ApiKey* key = auth ? options.keys->authenticate(*auth) : nullptr;
@@ -909,6 +1009,19 @@ void ApiService::add_routes(HttpServer& server) {
       w.send(text_response(200, m.render(), std::string(kPrometheusContentType)));
     });
   }
+  server.route("GET", "/admin/load", [impl](const HttpRequest&, ResponseWriter w) { w.send(ordered_json_response(200, impl->load())); });
+  server.route("POST", "/admin/drain", [impl](const HttpRequest& r, ResponseWriter w) {
+    if (!impl->admin_allowed(r)) {
+      w.send(error_response(impl->options.admin_token.empty() ? 403 : 401,
+                            ApiError{impl->options.admin_token.empty() ? "admin endpoints need --admin-token when API keys are on"
+                                                                       : "admin endpoints need Authorization: Bearer <admin token>",
+                                     "", std::nullopt, std::string("admin_forbidden")}));
+      return;
+    }
+    int expected = Impl::kReady;
+    impl->state.compare_exchange_strong(expected, Impl::kDraining);
+    w.send(ordered_json_response(200, json{{"status", "draining"}, {"in_flight", impl->in_flight.load()}}));
+  });
   server.route("GET", "/v1/models", [impl](const HttpRequest& r, ResponseWriter w) { impl->handle_models(r, std::move(w)); });
   server.route("GET", "/v1/models/*", [impl](const HttpRequest& r, ResponseWriter w) { impl->handle_models(r, std::move(w)); });
   server.route("POST", "/v1/completions", [impl](const HttpRequest& r, ResponseWriter w) {

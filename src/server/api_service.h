@@ -1,6 +1,8 @@
 // The API of one cell: OpenAI's /v1/completions and /v1/chat/completions, the
 // native /v1/generate, /v1/models, /health, /ready and /metrics, on an
-// HttpServer, in front of one Engine.
+// HttpServer, in front of one Engine; and for a router in front of many cells,
+// GET /admin/load (the heartbeat: running, waiting, KV room, tokens/s,
+// draining) and POST /admin/drain.
 //
 // Threads: handlers run on the server's event loops and only parse, check the
 // key and hand the call over. One responder thread owns every call from then
@@ -55,6 +57,9 @@ struct ApiServiceOptions {
   AccessLog* access_log = nullptr;
   ServingMetrics* metrics = nullptr;
   AuditLog* audit = nullptr;  // one tamper-evident entry per request (digests, never text)
+  // POST /admin/drain needs "Authorization: Bearer <admin_token>" when set. Unset, it is
+  // open without API keys (like every endpoint) and refused (403) with them.
+  std::string admin_token;
 };
 
 class ApiService {

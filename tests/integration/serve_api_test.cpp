@@ -237,6 +237,140 @@ TEST_F(ServeApi, NativeGenerateTakesTokenIdsAndReturnsThem) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(k["choices"][0]["token_ids"][i], j["choices"][0]["token_ids"][8 + i]);
 }
 
+// A stream's text and token ids, with the prompt's ids from its first chunk.
+struct Streamed {
+  std::string text;
+  std::vector<int32_t> ids, prompt_ids;
+  std::string finish;
+  int roles = 0;
+};
+Streamed read_stream(const HttpReply& r, bool chat) {
+  Streamed s;
+  for (const std::string& e : sse_data(r.body)) {
+    if (e == "[DONE]") continue;
+    json c = json::parse(e);
+    if (c["choices"].empty()) continue;
+    const json& ch = c["choices"][0];
+    if (chat) {
+      if (ch["delta"].contains("role")) ++s.roles;
+      if (ch["delta"].contains("content")) s.text += ch["delta"]["content"].get<std::string>();
+    } else {
+      s.text += ch["text"].get<std::string>();
+    }
+    if (ch.contains("prompt_token_ids")) s.prompt_ids = ch["prompt_token_ids"].get<std::vector<int32_t>>();
+    if (ch.contains("token_ids"))
+      for (const json& id : ch["token_ids"]) s.ids.push_back(id.get<int32_t>());
+    if (!ch["finish_reason"].is_null()) s.finish = ch["finish_reason"];
+  }
+  return s;
+}
+
+// The router's migration, as a cell sees it: a stream resumed from any token, on the same
+// seed, goes on exactly as the whole stream went (sampled tokens, text from the byte the
+// client has, the stop string and the length limit counted over both parts).
+TEST_F(ServeApi, ContinuationResumesAStreamExactlyFromAnyToken) {
+  for (const bool chat : {false, true}) {
+    SCOPED_TRACE(chat ? "chat" : "completions");
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    json body = {{"max_tokens", 40}, {"temperature", 0.9}, {"seed", 11}, {"stream", true}, {"return_token_ids", true}};
+    if (chat) {
+      body["messages"] = json::array({{{"role", "user"}, {"content", "Tell me a story"}}});
+    } else {
+      body["prompt"] = "Once upon a time";
+    }
+    HttpReply whole_r = post(port(), path, body);
+    ASSERT_EQ(whole_r.status, 200) << whole_r.body;
+    const Streamed whole = read_stream(whole_r, chat);
+    ASSERT_EQ(whole.ids.size(), 40u);
+    ASSERT_FALSE(whole.prompt_ids.empty());
+    EXPECT_EQ(whole.finish, "length");
+    for (size_t k : {size_t{0}, size_t{1}, size_t{7}, size_t{23}, size_t{39}, size_t{40}}) {
+      SCOPED_TRACE(k);
+      // The bytes of text the client had after k tokens: the whole text of a stream cut there.
+      json cut = body;
+      cut["max_tokens"] = static_cast<int64_t>(k);
+      std::string head;
+      if (k > 0) head = read_stream(post(port(), path, cut), chat).text;
+      json resume = body;
+      resume["continuation"] = {{"prompt_token_ids", whole.prompt_ids},
+                                {"token_ids", std::vector<int32_t>(whole.ids.begin(), whole.ids.begin() + static_cast<long>(k))},
+                                {"text_bytes", head.size()}};
+      HttpReply r = post(port(), path, resume);
+      ASSERT_EQ(r.status, 200) << r.body;
+      const Streamed rest = read_stream(r, chat);
+      EXPECT_EQ(rest.roles, 0);  // no second role chunk
+      EXPECT_TRUE(rest.prompt_ids.empty());
+      EXPECT_EQ(std::vector<int32_t>(whole.ids.begin() + static_cast<long>(k), whole.ids.end()), rest.ids);
+      EXPECT_EQ(head + rest.text, whole.text);
+      EXPECT_EQ(rest.finish, "length");
+    }
+  }
+  // A stop string across the cut: the resumed stream still ends on it.
+  json body = {{"prompt", ""}, {"max_tokens", 60}, {"temperature", 0}, {"seed", 1}, {"stream", true},
+               {"return_token_ids", true}, {"stop", " named"}};
+  const Streamed whole = read_stream(post(port(), "/v1/completions", body), false);
+  ASSERT_EQ(whole.finish, "stop");
+  ASSERT_GE(whole.ids.size(), 3u);
+  const size_t k = whole.ids.size() - 1;  // the stop's first token already generated, its text held back
+  json cut = body;
+  cut["max_tokens"] = static_cast<int64_t>(k);
+  cut.erase("stop");
+  const std::string head_unfiltered = read_stream(post(port(), "/v1/completions", cut), false).text;
+  const size_t have = std::min(whole.text.size(), head_unfiltered.size());
+  json resume = body;
+  resume["continuation"] = {{"prompt_token_ids", whole.prompt_ids},
+                            {"token_ids", std::vector<int32_t>(whole.ids.begin(), whole.ids.begin() + static_cast<long>(k))},
+                            {"text_bytes", have}};
+  const Streamed rest = read_stream(post(port(), "/v1/completions", resume), false);
+  EXPECT_EQ(whole.text.substr(0, have) + rest.text, whole.text);
+  EXPECT_EQ(rest.finish, "stop");
+  // Bad continuations are 400s that name the field.
+  auto bad = [&](json b, const std::string& param) {
+    HttpReply r = post(port(), "/v1/completions", b);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], param) << r.body;
+  };
+  const json base = {{"prompt", "x"}, {"stream", true}, {"seed", 1}};
+  auto with = [&](const json& extra) {
+    json b = base;
+    b.update(extra);
+    return b;
+  };
+  bad(with({{"continuation", {{"token_ids", {1}}}}}), "continuation.prompt_token_ids");
+  bad(with({{"continuation", {{"prompt_token_ids", {1}}, {"token_ids", {-1}}}}}), "continuation.token_ids[0]");
+  bad(with({{"continuation", {{"prompt_token_ids", {1}}}}, {"n", 2}}), "continuation");
+  bad(with({{"continuation", {{"prompt_token_ids", {1}}}}, {"stream", false}}), "continuation");
+  bad(json({{"prompt", "x"}, {"stream", true}, {"continuation", {{"prompt_token_ids", {1}}}}}), "continuation");
+  bad(with({{"continuation", {{"prompt_token_ids", {999999}}}}}), "continuation");
+}
+
+// A cell's heartbeat for routers, and its drain switch.
+TEST_F(ServeApi, AdminLoadReportsTheEngine) {
+  HttpReply r = request(port(), "GET", "/admin/load");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["ready"], true);
+  EXPECT_EQ(j["draining"], false);
+  EXPECT_GT(j["kv_total_blocks"].get<int64_t>(), 0);
+  EXPECT_LE(j["kv_free_blocks"].get<int64_t>(), j["kv_total_blocks"].get<int64_t>());
+  EXPECT_GE(j["running"].get<int64_t>(), 0);
+  EXPECT_TRUE(j["tokens_per_second"].is_number());
+}
+
+TEST(ServeAdmin, DrainStopsNewWorkAndAdminNeedsTheToken) {
+  ServeProcess cell({"-m", stories(), "-t", "1", "--kv-cache-mib", "16", "--admin-token", "s3cret"});
+  ASSERT_TRUE(cell.ok()) << cell.log();
+  EXPECT_EQ(request(cell.port(), "POST", "/admin/drain").status, 401);
+  EXPECT_EQ(request(cell.port(), "POST", "/admin/drain", "", "Authorization: Bearer wrong\r\n").status, 401);
+  EXPECT_EQ(post(cell.port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
+  HttpReply d = request(cell.port(), "POST", "/admin/drain", "", "Authorization: Bearer s3cret\r\n");
+  EXPECT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(post(cell.port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 503);
+  EXPECT_EQ(request(cell.port(), "GET", "/ready").status, 503);
+  EXPECT_EQ(json::parse(request(cell.port(), "GET", "/admin/load").body)["draining"], true);
+  EXPECT_EQ(cell.stop(SIGTERM), 0);
+}
+
 TEST_F(ServeApi, ErrorsAreOpenAiShapedWithTheRightStatus) {
   auto check = [&](const HttpReply& r, int status, const std::string& param) {
     EXPECT_EQ(r.status, status) << r.body;

@@ -9,6 +9,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libssl-dev
   curl ca-certificates
+  # etcd: the discovery tests (tests/integration/etcd_test.cpp) start their own
+  # on ephemeral ports; a daemon the package may start is not used.
+  etcd-server
 )
 
 missing=()

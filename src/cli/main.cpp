@@ -17,6 +17,7 @@ constexpr Verb kVerbs[] = {
     {"generate", "generate text from a model", th::cli::run_generate},
     {"mkmodel", "write a synthetic Llama GGUF model of a real shape", th::cli::run_mkmodel},
     {"serve", "serve a model over HTTP (OpenAI-compatible API, metrics)", th::cli::run_serve},
+    {"router", "route the API to many cells (load, prefix affinity, failover, migration)", th::cli::run_router},
     {"model", "encrypted model files (keygen, encrypt, rekey)", th::cli::run_model},
     {"bench", "measure speed against the machine's limits (bench model, bench engine)", th::cli::run_bench},
     {"audit", "the tamper-evident audit log: keygen, verify", th::cli::run_audit},

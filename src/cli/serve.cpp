@@ -26,6 +26,7 @@
 #include "base/cpu_set.h"
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
+#include "cluster/cell_membership.h"
 #include "engine/engine.h"
 #include "model/encrypted_model.h"
 #include "model/gguf.h"
@@ -76,6 +77,7 @@ struct ServeFlags {
   bool pin = false;
   double audit_seconds = 60;
   std::string admin_token;
+  std::string join, discovery, advertise;
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -144,6 +146,9 @@ int run_serve(int argc, char** argv) {
                "per remaining CPU (with at least 2 CPUs)");
   app.add_option("--admin-token", f.admin_token,
                  "bearer token POST /admin/drain needs (default: $TOKENHIVE_ADMIN_TOKEN; unset with --api-keys: refused)");
+  app.add_option("--join", f.join, "join the router at this URL (it then routes to this cell; leaves on SIGTERM)");
+  app.add_option("--discovery", f.discovery, "register this cell on etcd (etcd://host:port) for routers watching there");
+  app.add_option("--advertise", f.advertise, "this cell's URL as routers reach it (default http://HOST:PORT)");
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
@@ -268,7 +273,23 @@ int run_serve(int argc, char** argv) {
                static_cast<long long>(f.block_size), f.kv_dtype.c_str(), static_cast<long long>(f.max_num_seqs),
                static_cast<long long>((*engine)->max_model_len()));
 
+  std::unique_ptr<cluster::CellMembership> membership;
+  if (!f.join.empty() || !f.discovery.empty()) {
+    cluster::CellMembershipOptions mo;
+    mo.join = f.join;
+    mo.discovery = f.discovery;
+    mo.admin_token = f.admin_token;
+    mo.advertise = !f.advertise.empty() ? f.advertise
+                   : f.http.host == "0.0.0.0" || f.http.host == "::" ? std::string()
+                                                                   : cat("http://", f.http.host, ":", http.port());
+    Result<std::unique_ptr<cluster::CellMembership>> m = cluster::CellMembership::start(mo);
+    if (!m.ok()) return fail(m.message());
+    membership = std::move(*m);
+  }
+
   const int sig = signal->wait();
+  // Leave first: routers send nothing new, and the streams they have here finish.
+  if (membership) membership->leave();
   std::fprintf(stderr, "tokenhive serve: signal %d: draining (up to %.0f s)\n", sig, f.shutdown_timeout);
   api.drain();
   // The listener stays open while in-flight work finishes: new requests get 503 (a router

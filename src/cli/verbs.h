@@ -8,6 +8,7 @@ int run_generate(int argc, char** argv);
 int run_mkmodel(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_serve(int argc, char** argv);
+int run_router(int argc, char** argv);
 int run_model(int argc, char** argv);
 int run_audit(int argc, char** argv);
 

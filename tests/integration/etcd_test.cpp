@@ -381,12 +381,14 @@ TEST_F(EtcdCells, WatcherSeesTwoRegistrations) {
   EXPECT_EQ(r->kvs[0].value, R"({"url":"http://127.0.0.1:9001","id":"cell-a"})");
   EXPECT_EQ(r->kvs[0].lease, (*a)->lease());
 
-  // on_change: the empty set it was set with, then one cell, then two.
+  // on_change: the empty set it was set with, then one cell, then two (or both at once, when
+  // etcd delivers the two puts in one watch message, as it may on a busy machine).
   std::lock_guard<std::mutex> lock(mu);
-  ASSERT_EQ(sets.size(), 3u);
-  EXPECT_TRUE(sets[0].empty());
-  EXPECT_EQ(sets[1], std::vector<std::string>({"cell-a"}));
-  EXPECT_EQ(sets[2], std::vector<std::string>({"cell-a", "cell-b"}));
+  ASSERT_GE(sets.size(), 2u);
+  ASSERT_LE(sets.size(), 3u);
+  EXPECT_TRUE(sets.front().empty());
+  if (sets.size() == 3) EXPECT_EQ(sets[1], std::vector<std::string>({"cell-a"}));
+  EXPECT_EQ(sets.back(), std::vector<std::string>({"cell-a", "cell-b"}));
 }
 
 TEST_F(EtcdCells, StoppedRegistrationLeavesWithinASecond) {

@@ -27,10 +27,14 @@ class ServeProcess {
  public:
   /// @brief Starts `tokenhive serve --port 0 ARGS...` and waits (up to `timeout_s`) until it
   /// is ready. ok() tells whether it got there; log() has its stderr.
-  explicit ServeProcess(std::vector<std::string> args, double timeout_s = 60) {
+  explicit ServeProcess(std::vector<std::string> args, double timeout_s = 60)
+      : ServeProcess("serve", std::move(args), timeout_s) {}
+  /// @brief The same for another serving verb (`tokenhive router --port 0 ARGS...`), ready
+  /// when it prints "tokenhive VERB: ready".
+  ServeProcess(const std::string& verb, std::vector<std::string> args, double timeout_s) {
     static int counter = 0;
-    log_path_ = temp_path("serve_" + std::to_string(counter++) + ".log");
-    std::vector<std::string> argv = {binary_path(), "serve", "--port", "0"};
+    log_path_ = temp_path(verb + "_" + std::to_string(counter++) + ".log");
+    std::vector<std::string> argv = {binary_path(), verb, "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -49,7 +53,7 @@ class ServeProcess {
       const std::string text = log();
       std::smatch m;
       if (port_ == 0 && std::regex_search(text, m, kListening)) port_ = std::stoi(m[1]);
-      if (text.find("tokenhive serve: ready") != std::string::npos) {
+      if (text.find("tokenhive " + verb + ": ready") != std::string::npos) {
         ready_ = true;
         return;
       }

@@ -1,0 +1,555 @@
+#include "cluster/router_service.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster/prefix_hash.h"
+#include "server/http_response.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+
+namespace th::cluster {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+using server::ApiError;
+using server::HttpRequest;
+using server::HttpResponse;
+using server::ResponseWriter;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+HttpResponse error(int status, std::string message, std::string code = {}) {
+  return server::error_response(status, ApiError{std::move(message), "", std::nullopt,
+                                                 code.empty() ? std::nullopt : std::optional<std::string>(code)});
+}
+
+// One proxied request, from the handler to its last byte.
+struct Task {
+  std::string endpoint;  // "completions", "chat", "generate"
+  std::string path;
+  std::string body;
+  std::vector<client::Header> headers;  // forwarded to the cell
+  ResponseWriter writer;
+  Clock::time_point received;
+  std::atomic<bool> cancel{false};       // this attempt must stop: the cell died, or the client left
+  std::atomic<bool> client_gone{false};
+};
+
+// What the router knows of a stream, enough to resume it on another cell.
+struct Snapshot {
+  std::vector<int32_t> prompt_ids;  // as the first cell tokenized the prompt
+  std::vector<int32_t> generated;   // every token id the client has
+  int64_t text_bytes = 0;           // bytes of generated text the client has
+  bool sse_started = false, role_sent = false, finished = false, done = false, upstream_error = false;
+  json id, created;                 // the first cell's, kept for every chunk
+  Clock::time_point first_chunk{};
+};
+
+bool retryable_status(int status) { return status == 429 || status == 502 || status == 503 || status == 504 || status == 500; }
+
+// The prompt's bytes, for prefix affinity: what requests sharing a prefix share.
+std::string prompt_bytes(const json& body, bool chat) {
+  std::string out;
+  if (chat) {
+    auto m = body.find("messages");
+    if (m == body.end() || !m->is_array()) return out;
+    for (const json& msg : *m) {
+      if (!msg.is_object()) continue;
+      auto role = msg.find("role");
+      auto content = msg.find("content");
+      if (role != msg.end() && role->is_string()) out += role->get_ref<const std::string&>();
+      out += '\n';
+      if (content != msg.end() && content->is_string()) out += content->get_ref<const std::string&>();
+      out += '\n';
+    }
+    return out;
+  }
+  auto p = body.find("prompt");
+  if (p == body.end()) return out;
+  if (p->is_string()) return p->get<std::string>();
+  if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+    for (const json& t : *p) {
+      const int64_t v = t.is_number_integer() ? t.get<int64_t>() : 0;
+      out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+  }
+  return out;
+}
+
+int32_t priority_of(const json& body) {
+  auto p = body.find("priority");
+  if (p == body.end()) return 0;
+  if (p->is_string()) return *p == "high" ? -1 : *p == "low" ? 1 : 0;
+  if (p->is_number_integer()) return static_cast<int32_t>(std::clamp<int64_t>(p->get<int64_t>(), INT32_MIN, INT32_MAX));
+  return 0;
+}
+
+size_t prompt_count(const json& body, bool chat) {
+  if (chat) return 1;
+  auto p = body.find("prompt");
+  if (p == body.end() || !p->is_array() || p->empty()) return 1;
+  return (*p)[0].is_number() ? 1 : p->size();
+}
+
+}  // namespace
+
+struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
+  Impl(RouterServiceOptions o, CellPool& p)
+      : options(std::move(o)),
+        pool(p),
+        rng(std::random_device{}()),
+        requests(metrics.counter("tokenhive_router_requests_total", "Requests the router finished, by endpoint and outcome.",
+                                 {"endpoint", "outcome"})),
+        migrations(metrics.counter("tokenhive_router_migrations_total",
+                                   "Streams moved to another cell after their cell failed mid-stream.")
+                       .with()),
+        retries(metrics.counter("tokenhive_router_retries_total",
+                                "Requests sent again to another cell before any byte reached the client.")
+                    .with()),
+        deaths(metrics.counter("tokenhive_router_cell_deaths_total", "Cells declared dead.").with()),
+        detection(metrics.histogram("tokenhive_router_failure_detection_seconds",
+                                    "From a cell's last answered heartbeat to its being declared dead.",
+                                    {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.75, 1.0, 2.0})
+                      .with()),
+        ttft(metrics.histogram("tokenhive_router_time_to_first_chunk_seconds",
+                               "From a streaming request's arrival to its first chunk sent to the client.",
+                               {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+                 .with()),
+        in_flight_gauge(metrics.gauge("tokenhive_router_requests_in_flight", "Requests being proxied.").with()),
+        cells_gauge(metrics.gauge("tokenhive_router_cells", "Cells known, by state.", {"state"})) {}
+
+  RouterServiceOptions options;
+  CellPool& pool;
+  std::unique_ptr<RoutingPolicy> policy;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Task>> queue;
+  std::set<std::shared_ptr<Task>> running;  // for stop(): cancel them
+  bool stopping = false;
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> in_flight{0};
+  std::vector<std::thread> workers;
+  std::mutex rng_mu;
+  std::mt19937_64 rng;
+
+  server::MetricsRegistry metrics;
+  server::CounterFamily& requests;
+  server::Counter& migrations;
+  server::Counter& retries;
+  server::Counter& deaths;
+  server::Histogram& detection;
+  server::Histogram& ttft;
+  server::Gauge& in_flight_gauge;
+  server::GaugeFamily& cells_gauge;
+
+  void enqueue(std::string endpoint, const HttpRequest& r, ResponseWriter w);
+  void work();
+  void proxy(Task& t);
+  void finish(const Task& t, const char* outcome) { requests.with({t.endpoint, outcome}).inc(); }
+  bool admin_allowed(const HttpRequest& r) const;
+  std::shared_ptr<Cell> wait_for_cell(const RouteRequest& rr, const std::set<std::string>& excluded, const Task& t);
+};
+
+void RouterService::Impl::enqueue(std::string endpoint, const HttpRequest& r, ResponseWriter w) {
+  if (draining.load()) {
+    w.send(error(503, "the router is shutting down", "draining"));
+    return;
+  }
+  auto t = std::make_shared<Task>();
+  t->endpoint = std::move(endpoint);
+  t->path = r.path;
+  t->body = r.body;
+  if (auto a = r.header("authorization")) t->headers.push_back({"Authorization", std::string(*a)});
+  t->writer = w;
+  t->received = Clock::now();
+  std::weak_ptr<Task> weak = t;
+  w.on_close([weak] {
+    if (auto task = weak.lock()) {
+      task->client_gone.store(true);
+      task->cancel.store(true);
+    }
+  });
+  {
+    std::lock_guard<std::mutex> l(mu);
+    if (static_cast<int64_t>(queue.size()) >= options.max_queue) {
+      w.send(error(503, "the router's queue is full; retry later", "queue_full"));
+      return;
+    }
+    queue.push_back(std::move(t));
+    in_flight.fetch_add(1);
+  }
+  cv.notify_one();
+}
+
+void RouterService::Impl::work() {
+  for (;;) {
+    std::shared_ptr<Task> t;
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return stopping || !queue.empty(); });
+      if (stopping) return;
+      t = std::move(queue.front());
+      queue.pop_front();
+      running.insert(t);
+    }
+    in_flight_gauge.inc();
+    proxy(*t);
+    in_flight_gauge.dec();
+    {
+      std::lock_guard<std::mutex> l(mu);
+      running.erase(t);
+    }
+    in_flight.fetch_sub(1);
+  }
+}
+
+std::shared_ptr<Cell> RouterService::Impl::wait_for_cell(const RouteRequest& rr, const std::set<std::string>& excluded,
+                                                         const Task& t) {
+  const Clock::time_point until = Clock::now() + options.wait_for_cell;
+  for (;;) {
+    if (std::shared_ptr<Cell> c = pool.pick(*policy, rr, excluded)) return c;
+    // Every cell is excluded (each failed this request once) or down: the excluded ones
+    // may have come back (a draining cell restarted), so try them again before waiting.
+    if (!excluded.empty()) {
+      if (std::shared_ptr<Cell> c = pool.pick(*policy, rr, {})) return c;
+    }
+    if (Clock::now() >= until || t.client_gone.load()) return nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void RouterService::Impl::proxy(Task& t) {
+  json body = json::parse(t.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object()) {
+    t.writer.send(error(400, "the body must be a JSON object"));
+    finish(t, "client_error");
+    return;
+  }
+  const bool chat = t.endpoint == "chat";
+  const bool stream = body.value("stream", false) == true;
+  const int64_t n = body.contains("n") && body["n"].is_number_integer() ? body["n"].get<int64_t>() : 1;
+  const bool echo = body.contains("echo") && body["echo"] == true;
+  const bool wants_ids = t.endpoint == "generate" || (body.contains("return_token_ids") && body["return_token_ids"] == true);
+  // A seed of our own when the client gave none: every cell then draws the same tokens.
+  if (!body.contains("seed") || body["seed"].is_null()) {
+    std::lock_guard<std::mutex> l(rng_mu);
+    body["seed"] = static_cast<int64_t>(rng() >> 33);
+  }
+  const bool movable = stream && n == 1 && prompt_count(body, chat) == 1 && !echo;
+  if (movable) body["return_token_ids"] = true;
+
+  RouteRequest rr;
+  const std::string bytes = prompt_bytes(body, chat);
+  rr.prefix_blocks = prefix_block_hashes(bytes);
+  rr.priority = priority_of(body);
+  const int64_t max_tokens = body.contains("max_tokens") && body["max_tokens"].is_number_integer() ? body["max_tokens"].get<int64_t>() : 256;
+  rr.cost_tokens = static_cast<int64_t>(bytes.size() / 4) + std::max<int64_t>(max_tokens, 1) * std::max<int64_t>(n, 1);
+
+  Snapshot snap;
+  std::set<std::string> excluded;
+  int moves = 0;
+  std::string last_error = "no cell is available";
+  for (int attempt = 0; attempt < options.max_attempts; ++attempt) {
+    if (t.client_gone.load()) break;
+    std::shared_ptr<Cell> cell = wait_for_cell(rr, excluded, t);
+    if (!cell) break;
+    if (attempt > 0) {
+      if (snap.sse_started) {
+        migrations.inc();
+        ++moves;
+      } else {
+        retries.inc();
+      }
+    }
+    t.cancel.store(t.client_gone.load());
+    CellWork work(cell, rr.priority, rr.cost_tokens, &t.cancel);
+
+    if (!stream) {
+      Result<client::Response> r = cell->client().request("POST", t.path, dump(body), t.headers, &t.cancel);
+      if (t.client_gone.load()) break;
+      if (!r.ok() || retryable_status(r->status)) {
+        last_error = r.ok() ? cat(cell->url(), " answered ", r->status) : r.message();
+        excluded.insert(cell->url());
+        continue;
+      }
+      HttpResponse out;
+      out.status = r->status;
+      for (const client::Header& h : r->headers)
+        if (h.name == "content-type" || h.name == "retry-after") out.set_header(h.name, h.value);
+      out.body = std::move(r->body);
+      t.writer.send(std::move(out));
+      finish(t, r->status < 400 ? "ok" : "client_error");
+      return;
+    }
+
+    json request = body;
+    if (!snap.prompt_ids.empty()) {
+      request["continuation"] = {{"prompt_token_ids", snap.prompt_ids},
+                                 {"token_ids", snap.generated},
+                                 {"text_bytes", snap.text_bytes}};
+    }
+    auto on_event = [&](const client::SseEvent& e) -> bool {
+      if (t.client_gone.load()) return false;
+      if (e.data == "[DONE]") {
+        snap.done = true;
+        return true;
+      }
+      json j = json::parse(e.data, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object()) return true;
+      if (j.contains("error")) snap.upstream_error = true;
+      bool drop = false;
+      if (auto choices = j.find("choices"); choices != j.end() && choices->is_array()) {
+        for (json& c : *choices) {
+          if (auto p = c.find("prompt_token_ids"); p != c.end()) {
+            if (movable) snap.prompt_ids = p->get<std::vector<int32_t>>();
+            if (!wants_ids) c.erase("prompt_token_ids");
+          }
+          if (auto ids = c.find("token_ids"); ids != c.end()) {
+            if (movable)
+              for (const json& id : *ids) snap.generated.push_back(id.get<int32_t>());
+            if (!wants_ids) c.erase("token_ids");
+          }
+          if (auto text = c.find("text"); text != c.end() && text->is_string())
+            snap.text_bytes += static_cast<int64_t>(text->get_ref<const std::string&>().size());
+          if (auto delta = c.find("delta"); delta != c.end() && delta->is_object()) {
+            if (auto content = delta->find("content"); content != delta->end() && content->is_string())
+              snap.text_bytes += static_cast<int64_t>(content->get_ref<const std::string&>().size());
+            if (delta->contains("role")) {
+              drop = snap.role_sent;  // a cell resumed without a continuation sends it again
+              snap.role_sent = true;
+            }
+          }
+          if (auto f = c.find("finish_reason"); f != c.end() && !f->is_null()) snap.finished = true;
+        }
+      }
+      if (drop) return true;
+      if (!snap.sse_started) {
+        if (!t.writer.start_sse()) return false;
+        snap.sse_started = true;
+        snap.first_chunk = Clock::now();
+        ttft.observe(std::chrono::duration<double>(snap.first_chunk - t.received).count());
+        snap.id = j.value("id", json());
+        snap.created = j.value("created", json());
+      } else {
+        if (j.contains("id")) j["id"] = snap.id;
+        if (j.contains("created")) j["created"] = snap.created;
+      }
+      return t.writer.send_event(dump(j));
+    };
+    Result<client::Response> r = cell->client().stream_events("POST", t.path, dump(request), on_event, t.headers, &t.cancel);
+    if (t.client_gone.load()) break;
+    if (r.ok() && r->status >= 200 && r->status < 300 && (snap.done || snap.upstream_error)) {
+      t.writer.send_event("[DONE]");
+      t.writer.end();
+      finish(t, snap.upstream_error ? "failed" : "ok");
+      return;
+    }
+    if (r.ok() && !(r->status >= 200 && r->status < 300) && !retryable_status(r->status)) {
+      // The cell refused the request itself (400, 401, 404...): the client's answer.
+      if (!snap.sse_started) {
+        HttpResponse out;
+        out.status = r->status;
+        out.set_header("Content-Type", "application/json");
+        out.body = r->body;
+        t.writer.send(std::move(out));
+      } else {
+        t.writer.send_event(r->body);
+        t.writer.end();
+      }
+      finish(t, "client_error");
+      return;
+    }
+    // The cell failed: refused, broke, hung (declared dead: cancel), or is busy or draining.
+    last_error = r.ok() ? cat(cell->url(), " answered ", r->status) : cat(cell->url(), ": ", r.message());
+    excluded.insert(cell->url());
+    if (snap.finished) {  // it died between the last token and [DONE]: nothing is missing
+      t.writer.send_event("[DONE]");
+      t.writer.end();
+      finish(t, "ok");
+      return;
+    }
+    if (snap.sse_started && !movable) break;  // several choices: cannot resume
+    if (moves >= options.max_migrations && snap.sse_started) break;
+  }
+  if (t.client_gone.load()) {
+    finish(t, "cancelled");
+    return;
+  }
+  if (snap.sse_started) {
+    json err = {{"error", {{"message", cat("the stream could not be continued: ", last_error)},
+                           {"type", "server_error"}, {"param", nullptr}, {"code", "cell_failed"}}}};
+    t.writer.send_event(dump(err));
+    t.writer.end();
+  } else {
+    HttpResponse out = error(503, cat("no cell could serve this request: ", last_error), "no_cell");
+    server::set_retry_after(out, std::chrono::seconds(1));
+    t.writer.send(std::move(out));
+  }
+  finish(t, "failed");
+}
+
+bool RouterService::Impl::admin_allowed(const HttpRequest& r) const {
+  if (options.admin_token.empty()) return true;
+  std::optional<std::string_view> auth = r.header("authorization");
+  const std::string want = "Bearer " + options.admin_token;
+  if (!auth || auth->size() != want.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>((*auth)[i] ^ want[i]);
+  return diff == 0;
+}
+
+RouterService::RouterService(RouterServiceOptions options, CellPool& pool)
+    : impl_(std::make_shared<Impl>(std::move(options), pool)) {}
+
+RouterService::~RouterService() { stop(); }
+
+Status RouterService::start() {
+  TH_ASSIGN_OR_RETURN(impl_->policy, make_routing_policy(impl_->options.policy, PolicyOptions{}));
+  if (impl_->options.workers < 1) return Status::error("workers must be at least 1");
+  for (int i = 0; i < impl_->options.workers; ++i) {
+    impl_->workers.emplace_back([impl = impl_.get()] {
+      pthread_setname_np(pthread_self(), "th-proxy");
+      impl->work();
+    });
+  }
+  return ok_status();
+}
+
+void RouterService::add_routes(server::HttpServer& server) {
+  std::shared_ptr<Impl> impl = impl_;
+  for (const auto& [path, endpoint] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/completions", "completions"}, {"/v1/chat/completions", "chat"}, {"/v1/generate", "generate"}}) {
+    const std::string ep = endpoint;
+    server.route("POST", path, [impl, ep](const HttpRequest& r, ResponseWriter w) { impl->enqueue(ep, r, std::move(w)); });
+  }
+  server.route("GET", "/health", [](const HttpRequest&, ResponseWriter w) {
+    w.send(server::json_response(200, nlohmann::json{{"status", "ok"}}));
+  });
+  server.route("GET", "/ready", [impl](const HttpRequest&, ResponseWriter w) {
+    const size_t live = impl->pool.eligible_count();
+    const bool ready = live > 0 && !impl->draining.load();
+    w.send(server::json_response(ready ? 200 : 503, nlohmann::json{{"status", ready ? "ready" : "no_cell"}, {"cells", live}}));
+  });
+  server.route("GET", "/metrics", [impl](const HttpRequest&, ResponseWriter w) {
+    int64_t alive = 0, dead = 0, unknown = 0, draining = 0;
+    for (const auto& c : impl->pool.cells()) {
+      const CellHealth h = c->health();
+      if (h == CellHealth::kDead) ++dead;
+      else if (h == CellHealth::kUnknown) ++unknown;
+      else if (c->eligible()) ++alive;
+      else ++draining;
+    }
+    impl->cells_gauge.with({"alive"}).set(static_cast<double>(alive));
+    impl->cells_gauge.with({"dead"}).set(static_cast<double>(dead));
+    impl->cells_gauge.with({"unknown"}).set(static_cast<double>(unknown));
+    impl->cells_gauge.with({"draining"}).set(static_cast<double>(draining));
+    w.send(server::text_response(200, impl->metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
+  });
+  auto models = [impl](const HttpRequest& r, ResponseWriter w) {
+    std::shared_ptr<Cell> cell = impl->pool.any_eligible();
+    if (!cell) {
+      w.send(error(503, "no cell is available", "no_cell"));
+      return;
+    }
+    // A short GET, answered from the event loop's thread would block it: a worker does it.
+    std::vector<client::Header> headers;
+    if (auto a = r.header("authorization")) headers.push_back({"Authorization", std::string(*a)});
+    std::thread([cell, path = r.path, headers, w] {
+      Result<client::Response> resp = cell->client().request("GET", path, {}, headers);
+      if (!resp.ok()) {
+        w.send(error(502, cat(cell->url(), ": ", resp.message()), "cell_failed"));
+        return;
+      }
+      HttpResponse out;
+      out.status = resp->status;
+      out.set_header("Content-Type", "application/json");
+      out.body = resp->body;
+      w.send(std::move(out));
+    }).detach();
+  };
+  server.route("GET", "/v1/models", models);
+  server.route("GET", "/v1/models/*", models);
+  server.route("GET", "/admin/cells", [impl](const HttpRequest&, ResponseWriter w) {
+    nlohmann::json cells = nlohmann::json::array();
+    for (const auto& c : impl->pool.cells()) cells.push_back(c->describe());
+    w.send(server::json_response(200, nlohmann::json{{"cells", cells}, {"policy", impl->options.policy}}));
+  });
+  auto admin_url = [impl](const HttpRequest& r, ResponseWriter& w) -> std::optional<std::string> {
+    if (!impl->admin_allowed(r)) {
+      w.send(error(401, "admin endpoints need Authorization: Bearer <admin token>", "admin_forbidden"));
+      return std::nullopt;
+    }
+    nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+    if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) {
+      w.send(error(400, "the body must be {\"url\": \"http://host:port\"}"));
+      return std::nullopt;
+    }
+    return j["url"].get<std::string>();
+  };
+  server.route("POST", "/admin/cells", [impl, admin_url](const HttpRequest& r, ResponseWriter w) {
+    std::optional<std::string> url = admin_url(r, w);
+    if (!url) return;
+    if (!impl->options.discovery.empty()) {
+      // The cell registers itself on etcd under its own lease: no router holds it, so
+      // losing this router loses no registration.
+      w.send(server::json_response(200, nlohmann::json{{"url", *url}, {"discovery", impl->options.discovery}}));
+      return;
+    }
+    if (Status s = impl->pool.add(*url, CellSource::kJoin); !s.ok()) {
+      w.send(error(400, s.message()));
+      return;
+    }
+    w.send(server::json_response(200, nlohmann::json{{"url", *url}, {"discovery", nullptr}}));
+  });
+  server.route("POST", "/admin/cells/leave", [impl, admin_url](const HttpRequest& r, ResponseWriter w) {
+    std::optional<std::string> url = admin_url(r, w);
+    if (!url) return;
+    impl->pool.remove(*url);
+    w.send(server::json_response(200, nlohmann::json{{"url", *url}, {"left", true}}));
+  });
+}
+
+void RouterService::drain() { impl_->draining.store(true); }
+
+void RouterService::stop() {
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    if (impl_->stopping && impl_->workers.empty()) return;
+    impl_->stopping = true;
+    for (const auto& t : impl_->running) {
+      t->client_gone.store(true);
+      t->cancel.store(true);
+    }
+    for (const auto& t : impl_->queue) t->writer.send(error(503, "the router is shutting down", "draining"));
+    impl_->queue.clear();
+  }
+  impl_->cv.notify_all();
+  for (std::thread& w : impl_->workers) w.join();
+  impl_->workers.clear();
+}
+
+int64_t RouterService::in_flight() const { return impl_->in_flight.load(); }
+
+void RouterService::on_cell_death(const std::string& url, std::chrono::nanoseconds d) {
+  (void)url;
+  impl_->deaths.inc();
+  impl_->detection.observe(std::chrono::duration<double>(d).count());
+}
+
+void RouterService::on_cell_alive(const std::string& url) { (void)url; }
+
+}  // namespace th::cluster

@@ -1,0 +1,447 @@
+// `tokenhive router` in front of real `tokenhive serve` cells, all real
+// processes on 127.0.0.1: routing, joining and leaving, and what the issue
+// calls chaos — a cell killed (-9) and another hung (SIGSTOP) mid-stream while
+// 64 streams run, every stream finishing with the output of the fault-free
+// run, token for token — and a rolling restart of every cell under load with
+// no failed request.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/http_client.h"
+#include "etcd_process.h"
+#include "serve_process.h"
+#include "test_util.h"
+
+namespace th {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using test::ServeProcess;
+
+std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+
+std::vector<std::string> cell_args(std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {"-m", stories(), "-t", "1", "--kv-cache-mib", "32", "--access-log", "", "--shutdown-timeout", "30"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::unique_ptr<client::HttpClient> client_for(const std::string& url) {
+  client::HttpClientOptions o;
+  o.request_timeout = std::chrono::milliseconds(120'000);
+  o.retry.max_attempts = 1;  // a failure must show, not be retried away
+  auto c = client::HttpClient::create(url, o);
+  EXPECT_TRUE(c.ok()) << c.message();
+  return std::move(*c);
+}
+
+json get_json(client::HttpClient& c, const std::string& path) {
+  Result<client::Response> r = c.request("GET", path);
+  if (!r.ok() || r->status != 200) return json();
+  return json::parse(r->body, nullptr, false);
+}
+
+// The router's view of one cell ("alive", "dead", "draining", "unknown"; "" when unknown to it).
+std::string cell_state(client::HttpClient& router, const std::string& url) {
+  json j = get_json(router, "/admin/cells");
+  if (!j.is_object()) return "";
+  for (const json& c : j["cells"])
+    if (c["url"] == url) return c["state"];
+  return "";
+}
+
+// Polls every 2 ms until the router says `state` for `url`; the time it took, or nullopt.
+std::optional<double> wait_state(client::HttpClient& router, const std::string& url, const std::string& state,
+                                 double timeout_s = 10) {
+  const Clock::time_point start = Clock::now();
+  while (Clock::now() - start < std::chrono::duration<double>(timeout_s)) {
+    if (cell_state(router, url) == state) return std::chrono::duration<double>(Clock::now() - start).count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return std::nullopt;
+}
+
+struct Outcome {
+  bool ok = false;
+  int status = 0;
+  std::string text, finish, error;
+  std::vector<int32_t> ids;
+};
+
+// One streamed request through `c`: the text, ids and finish reason it gave, and whether it
+// ended properly (200, a finish reason, [DONE], no error event).
+Outcome stream(client::HttpClient& c, const std::string& path, const json& body, std::atomic<int64_t>* tokens = nullptr) {
+  Outcome o;
+  bool done = false;
+  Result<client::Response> r = c.stream_events("POST", path, body.dump(), [&](const client::SseEvent& e) {
+    if (e.data == "[DONE]") {
+      done = true;
+      return true;
+    }
+    json j = json::parse(e.data, nullptr, false);
+    if (!j.is_object()) {
+      o.error = "bad chunk: " + e.data;
+      return true;
+    }
+    if (j.contains("error")) o.error = j["error"].dump();
+    for (const json& ch : j.value("choices", json::array())) {
+      if (ch.contains("text")) o.text += ch["text"].get<std::string>();
+      if (ch.contains("delta") && ch["delta"].contains("content")) o.text += ch["delta"]["content"].get<std::string>();
+      if (ch.contains("token_ids"))
+        for (const json& id : ch["token_ids"]) o.ids.push_back(id.get<int32_t>());
+      if (tokens && ch.contains("token_ids")) tokens->fetch_add(static_cast<int64_t>(ch["token_ids"].size()));
+      if (!ch["finish_reason"].is_null()) o.finish = ch["finish_reason"];
+    }
+    return true;
+  });
+  if (!r.ok()) {
+    o.error = r.message();
+    return o;
+  }
+  o.status = r->status;
+  if (r->status != 200) o.error = r->body;
+  o.ok = r->status == 200 && done && !o.finish.empty() && o.error.empty();
+  return o;
+}
+
+// The chaos workload: 64 streams, greedy and seeded sampling, completions and chat.
+std::vector<std::pair<std::string, json>> chaos_requests() {
+  const std::vector<std::string> starts = {"Once upon a time", "The little dog", "Lily and Ben", "One day, a bird",
+                                           "Tom had a red ball", "The sun was", "In the park", "Mom said"};
+  std::vector<std::pair<std::string, json>> out;
+  for (int i = 0; i < 64; ++i) {
+    json b = {{"max_tokens", 160}, {"ignore_eos", true}, {"stream", true}, {"return_token_ids", true}};
+    if (i % 2 == 0) {
+      b["temperature"] = 0;
+    } else {
+      b["temperature"] = 0.9;
+      b["seed"] = 1000 + i;
+    }
+    const std::string prompt = starts[static_cast<size_t>(i) % starts.size()] + (i >= 8 ? " " + std::to_string(i) : "");
+    if (i % 8 == 7) {
+      b["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+      out.emplace_back("/v1/chat/completions", b);
+    } else {
+      b["prompt"] = prompt;
+      out.emplace_back("/v1/completions", b);
+    }
+  }
+  return out;
+}
+
+std::vector<Outcome> run_all(const std::string& router_url, const std::vector<std::pair<std::string, json>>& reqs,
+                             std::atomic<int64_t>* tokens) {
+  std::vector<Outcome> out(reqs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto c = client_for(router_url);
+      out[i] = stream(*c, reqs[i].first, reqs[i].second, tokens);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+std::string metric_line(client::HttpClient& router, const std::string& prefix) {
+  Result<client::Response> r = router.request("GET", "/metrics");
+  if (!r.ok()) return "";
+  size_t pos = r->body.find("\n" + prefix);
+  if (pos == std::string::npos) return "";
+  return r->body.substr(pos + 1, r->body.find('\n', pos + 1) - pos - 1);
+}
+
+double metric_value(client::HttpClient& router, const std::string& name) {
+  const std::string line = metric_line(router, name + " ");
+  return line.empty() ? -1 : std::stod(line.substr(name.size() + 1));
+}
+
+TEST(RouterChaos, KillOneCellThenHangAnotherMidStreamAndEveryStreamFinishesExactly) {
+  std::vector<std::unique_ptr<ServeProcess>> cells;
+  std::vector<std::string> router_args = {"--workers", "128"};
+  for (int i = 0; i < 3; ++i) {
+    cells.push_back(std::make_unique<ServeProcess>(cell_args()));
+    ASSERT_TRUE(cells.back()->ok()) << cells.back()->log();
+    router_args.push_back("--cell");
+    router_args.push_back(cells.back()->url());
+  }
+  ServeProcess router("router", router_args, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto admin = client_for(router.url());
+  for (const auto& c : cells) ASSERT_TRUE(wait_state(*admin, c->url(), "alive")) << router.log();
+
+  const auto reqs = chaos_requests();
+  std::atomic<int64_t> tokens{0};
+  const std::vector<Outcome> clean = run_all(router.url(), reqs, &tokens);
+  for (size_t i = 0; i < clean.size(); ++i) {
+    ASSERT_TRUE(clean[i].ok) << i << ": " << clean[i].error;
+    ASSERT_EQ(clean[i].ids.size(), 160u) << i;
+  }
+
+  // The same 64 streams again; mid-stream one cell is killed, then another hung.
+  tokens = 0;
+  std::vector<Outcome> chaos;
+  std::thread load([&] { chaos = run_all(router.url(), reqs, &tokens); });
+  auto busiest_alive = [&](const std::vector<bool>& skip) {
+    json j = get_json(*admin, "/admin/cells");
+    size_t best = 0;
+    int64_t most = -1;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (skip[i]) continue;
+      for (const json& c : j["cells"])
+        if (c["url"] == cells[i]->url() && c["requests_in_flight"].get<int64_t>() > most) {
+          most = c["requests_in_flight"].get<int64_t>();
+          best = i;
+        }
+    }
+    return std::make_pair(best, most);
+  };
+  auto wait_tokens = [&](int64_t n) {
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(60);
+    while (tokens.load() < n && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  wait_tokens(64 * 15);
+  std::vector<bool> skip(cells.size(), false);
+  const auto [killed, killed_streams] = busiest_alive(skip);
+  ASSERT_GT(killed_streams, 0);
+  const int64_t tokens_at_kill = tokens.load();
+  ::kill(cells[killed]->pid(), SIGKILL);
+  const std::optional<double> kill_detect = wait_state(*admin, cells[killed]->url(), "dead", 5);
+  skip[killed] = true;
+
+  wait_tokens(tokens_at_kill + 64 * 15);
+  const auto [hung, hung_streams] = busiest_alive(skip);
+  ::kill(cells[hung]->pid(), SIGSTOP);
+  const std::optional<double> hang_detect = wait_state(*admin, cells[hung]->url(), "dead", 5);
+  load.join();
+  ::kill(cells[hung]->pid(), SIGCONT);
+
+  ASSERT_TRUE(kill_detect.has_value()) << router.log();
+  ASSERT_TRUE(hang_detect.has_value()) << router.log();
+  std::printf("[ chaos ] killed cell %zu with %lld streams (dead after %.0f ms); hung cell %zu with %lld streams (dead after %.0f ms)\n",
+              killed, static_cast<long long>(killed_streams), *kill_detect * 1000, hung, static_cast<long long>(hung_streams),
+              *hang_detect * 1000);
+  EXPECT_LT(*kill_detect, 0.5);
+  EXPECT_LT(*hang_detect, 0.5);
+  EXPECT_GT(hung_streams, 0);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(chaos[i].ok) << chaos[i].error;
+    EXPECT_EQ(chaos[i].ids, clean[i].ids);
+    EXPECT_EQ(chaos[i].text, clean[i].text);
+    EXPECT_EQ(chaos[i].finish, clean[i].finish);
+  }
+  // Streams moved, and the router measured its detections under 500 ms too.
+  EXPECT_GE(metric_value(*admin, "tokenhive_router_migrations_total"), 2.0);
+  EXPECT_GE(metric_value(*admin, "tokenhive_router_cell_deaths_total"), 2.0);
+  EXPECT_EQ(metric_line(*admin, "tokenhive_router_failure_detection_seconds_bucket{le=\"0.5\"}"),
+            "tokenhive_router_failure_detection_seconds_bucket{le=\"0.5\"} " +
+                metric_line(*admin, "tokenhive_router_failure_detection_seconds_count").substr(
+                    std::string("tokenhive_router_failure_detection_seconds_count ").size()));
+  // The hung cell, resumed, is alive again and takes work.
+  EXPECT_TRUE(wait_state(*admin, cells[hung]->url(), "alive", 10)) << router.log();
+}
+
+TEST(RouterBasics, RoutesJoinsLeavesAndPassesErrorsThrough) {
+  ServeProcess router("router", {}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto rc = client_for(router.url());
+  // No cell yet: not ready, and a request waits briefly for one, then 503s.
+  EXPECT_EQ(rc->request("GET", "/ready")->status, 503);
+  EXPECT_EQ(rc->request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})")->status, 503);
+
+  ServeProcess a(cell_args({"--join", router.url()}));
+  ServeProcess b(cell_args({"--join", router.url()}));
+  ASSERT_TRUE(a.ok() && b.ok()) << a.log() << b.log();
+  ASSERT_TRUE(wait_state(*rc, a.url(), "alive"));
+  ASSERT_TRUE(wait_state(*rc, b.url(), "alive"));
+  EXPECT_EQ(rc->request("GET", "/ready")->status, 200);
+  EXPECT_EQ(json::parse(rc->request("GET", "/v1/models")->body)["data"][0]["id"], "stories260K");
+
+  // The router answers what a cell answers: the reference text, non-streaming and streaming.
+  auto direct = client_for(a.url());
+  const json greedy = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}};
+  Result<client::Response> via = rc->request("POST", "/v1/completions", greedy.dump());
+  Result<client::Response> cell = direct->request("POST", "/v1/completions", greedy.dump());
+  ASSERT_EQ(via->status, 200) << via->body;
+  EXPECT_EQ(json::parse(via->body)["choices"][0]["text"], json::parse(cell->body)["choices"][0]["text"]);
+  json streamed = greedy;
+  streamed["stream"] = true;
+  Outcome s = stream(*rc, "/v1/completions", streamed);
+  EXPECT_TRUE(s.ok) << s.error;
+  EXPECT_EQ(s.text, json::parse(cell->body)["choices"][0]["text"]);
+  EXPECT_TRUE(s.ids.empty());  // the client did not ask for ids: the router's own are not shown
+  // Several choices stream too (not movable after their first byte, but routed).
+  json two = streamed;
+  two["n"] = 2;
+  two["seed"] = 5;
+  two["temperature"] = 1;
+  EXPECT_TRUE(stream(*rc, "/v1/completions", two).ok);
+
+  // A cell's 400 reaches the client as it was; a body that is not JSON is the router's 400.
+  Result<client::Response> bad = rc->request("POST", "/v1/completions", R"({"prompt":"x","temperature":9})");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "temperature");
+  EXPECT_EQ(rc->request("POST", "/v1/completions", "{nope")->status, 400);
+  EXPECT_EQ(rc->request("POST", "/admin/cells", R"({"url":"ftp://x"})")->status, 400);
+
+  // Prefix affinity: prompts sharing a long prefix land on one cell.
+  const std::string prefix(700, 'a');
+  json before = get_json(*rc, "/admin/cells");
+  for (int i = 0; i < 8; ++i) {
+    json p = {{"prompt", prefix + " story " + std::to_string(i)}, {"max_tokens", 2}};
+    ASSERT_EQ(rc->request("POST", "/v1/completions", p.dump())->status, 200);
+  }
+  json after = get_json(*rc, "/admin/cells");
+  std::vector<int64_t> got;
+  for (size_t i = 0; i < after["cells"].size(); ++i)
+    got.push_back(after["cells"][i]["requests"].get<int64_t>() - before["cells"][i]["requests"].get<int64_t>());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 8}));
+
+  // A cell leaving (SIGTERM) is dropped from the pool; requests go to the other.
+  EXPECT_EQ(a.stop(SIGTERM), 0);
+  EXPECT_EQ(cell_state(*rc, a.url()), "");
+  EXPECT_EQ(rc->request("POST", "/v1/completions", greedy.dump())->status, 200);
+  json m = get_json(*rc, "/admin/cells");
+  ASSERT_EQ(m["cells"].size(), 1u);
+  EXPECT_NE(metric_line(*rc, "tokenhive_router_requests_total{endpoint=\"completions\",outcome=\"ok\"}"), "");
+  EXPECT_EQ(router.stop(SIGTERM), 0);
+}
+
+TEST(RouterRollingRestart, EveryCellRestartedUnderLoadWithNoFailedRequest) {
+  ServeProcess router("router", {}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto rc = client_for(router.url());
+  std::vector<std::unique_ptr<ServeProcess>> cells;
+  for (int i = 0; i < 3; ++i) {
+    cells.push_back(std::make_unique<ServeProcess>(cell_args({"--join", router.url()})));
+    ASSERT_TRUE(cells.back()->ok()) << cells.back()->log();
+    ASSERT_TRUE(wait_state(*rc, cells.back()->url(), "alive"));
+  }
+  // The greedy answers, before anything restarts.
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben", "One day, a bird"};
+  std::vector<std::string> expected;
+  for (const std::string& p : prompts) {
+    Result<client::Response> r =
+        rc->request("POST", "/v1/completions", json{{"prompt", p}, {"max_tokens", 48}, {"temperature", 0}}.dump());
+    ASSERT_TRUE(r.ok() && r->status == 200);
+    expected.push_back(json::parse(r->body)["choices"][0]["text"]);
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> done{0}, failed{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::vector<std::thread> load;
+  for (int t = 0; t < 8; ++t) {
+    load.emplace_back([&, t] {
+      auto c = client_for(router.url());
+      for (int i = 0; !stop.load(); ++i) {
+        const size_t k = static_cast<size_t>(t + i) % prompts.size();
+        json body = {{"prompt", prompts[k]}, {"max_tokens", 48}, {"temperature", 0}};
+        std::string text, error;
+        if ((t + i) % 3 == 0) {
+          Result<client::Response> r = c->request("POST", "/v1/completions", body.dump());
+          if (!r.ok()) error = r.message();
+          else if (r->status != 200) error = r->body;
+          else text = json::parse(r->body)["choices"][0]["text"];
+        } else {
+          body["stream"] = true;
+          Outcome o = stream(*c, "/v1/completions", body);
+          if (!o.ok) error = o.error.empty() ? "incomplete stream" : o.error;
+          text = o.text;
+        }
+        if (error.empty() && text != expected[k]) error = "wrong text: " + text;
+        (error.empty() ? done : failed).fetch_add(1);
+        if (!error.empty()) {
+          std::lock_guard<std::mutex> l(mu);
+          failures.push_back(error);
+        }
+      }
+    });
+  }
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const std::string old_url = cells[i]->url();
+    EXPECT_EQ(cells[i]->stop(SIGTERM, 60), 0) << cells[i]->log();
+    cells[i] = std::make_unique<ServeProcess>(cell_args({"--join", router.url()}));
+    ASSERT_TRUE(cells[i]->ok()) << cells[i]->log();
+    ASSERT_TRUE(wait_state(*rc, cells[i]->url(), "alive"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  stop = true;
+  for (std::thread& t : load) t.join();
+  std::printf("[ rolling restart ] %lld requests, %lld failed\n", static_cast<long long>(done.load()),
+              static_cast<long long>(failed.load()));
+  EXPECT_EQ(failed.load(), 0) << (failures.empty() ? "" : failures.front());
+  EXPECT_GT(done.load(), 20);
+  EXPECT_EQ(get_json(*rc, "/admin/cells")["cells"].size(), 3u);
+}
+
+// Two routers on one etcd: a cell that joins through one is used by the other, and killing a
+// router loses no registration (each cell holds its own lease).
+TEST(RouterEtcd, TwoRoutersShareCellsAndLosingARouterLosesNoRegistration) {
+  if (!test::EtcdProcess::available()) GTEST_SKIP() << "no etcd at " << test::EtcdProcess::binary();
+  test::EtcdProcess etcd;
+  ASSERT_TRUE(etcd.ok()) << etcd.log();
+  const std::string discovery = "etcd://" + etcd.endpoint().substr(std::string("http://").size());
+  auto a = std::make_unique<ServeProcess>("router", std::vector<std::string>{"--discovery", discovery}, 30);
+  ServeProcess b("router", {"--discovery", discovery}, 30);
+  ASSERT_TRUE(a->ok() && b.ok()) << a->log() << b.log();
+  ServeProcess x(cell_args({"--join", a->url()}));          // through router A
+  ServeProcess y(cell_args({"--discovery", discovery}));    // on etcd directly
+  ASSERT_TRUE(x.ok() && y.ok()) << x.log() << y.log();
+  auto ac = client_for(a->url());
+  auto bc = client_for(b.url());
+  for (client::HttpClient* r : {ac.get(), bc.get()}) {
+    ASSERT_TRUE(wait_state(*r, x.url(), "alive")) << b.log() << x.log();
+    ASSERT_TRUE(wait_state(*r, y.url(), "alive")) << b.log() << y.log();
+  }
+  // Y drains: router B can only use X, which registered through A.
+  auto yc = client_for(y.url());
+  ASSERT_EQ(yc->request("POST", "/admin/drain")->status, 200);
+  ASSERT_TRUE(wait_state(*bc, y.url(), "draining"));
+  for (int i = 0; i < 3; ++i) {
+    Result<client::Response> r = bc->request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":4})");
+    ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.message());
+  }
+  json cells = get_json(*bc, "/admin/cells");
+  for (const json& c : cells["cells"])
+    if (c["url"] == x.url()) EXPECT_EQ(c["requests"], 3);
+
+  // Router A dies; the registrations outlive it (well past the lease TTL of 2 s).
+  a->stop(SIGKILL);
+  a.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  EXPECT_EQ(cell_state(*bc, x.url()), "alive");
+  ServeProcess c("router", {"--discovery", discovery}, 30);  // a router started now finds both
+  ASSERT_TRUE(c.ok()) << c.log();
+  auto cc = client_for(c.url());
+  EXPECT_TRUE(wait_state(*cc, x.url(), "alive"));
+  EXPECT_TRUE(wait_state(*cc, y.url(), "draining"));
+  Result<client::Response> r = cc->request("POST", "/v1/completions", R"({"prompt":"Once","max_tokens":4})");
+  EXPECT_TRUE(r.ok() && r->status == 200);
+
+  // A cell that leaves (SIGTERM) revokes its lease: every router drops it at once.
+  EXPECT_EQ(x.stop(SIGTERM), 0);
+  EXPECT_TRUE(wait_state(*bc, x.url(), "", 3));
+  EXPECT_TRUE(wait_state(*cc, x.url(), "", 3));
+}
+
+}  // namespace
+}  // namespace th

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster/prefix_hash.h"
+#include "cluster/proxy_request.h"
 #include "server/http_response.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -39,7 +39,7 @@ HttpResponse error(int status, std::string message, std::string code = {}) {
 
 // One proxied request, from the handler to its last byte.
 struct Task {
-  std::string endpoint;  // "completions", "chat", "generate"
+  ProxyEndpoint endpoint = ProxyEndpoint::kCompletions;
   std::string path;
   std::string body;
   std::vector<client::Header> headers;  // forwarded to the cell
@@ -49,61 +49,7 @@ struct Task {
   std::atomic<bool> client_gone{false};
 };
 
-// What the router knows of a stream, enough to resume it on another cell.
-struct Snapshot {
-  std::vector<int32_t> prompt_ids;  // as the first cell tokenized the prompt
-  std::vector<int32_t> generated;   // every token id the client has
-  int64_t text_bytes = 0;           // bytes of generated text the client has
-  bool sse_started = false, role_sent = false, finished = false, done = false, upstream_error = false;
-  json id, created;                 // the first cell's, kept for every chunk
-  Clock::time_point first_chunk{};
-};
-
-bool retryable_status(int status) { return status == 429 || status == 502 || status == 503 || status == 504 || status == 500; }
-
-// The prompt's bytes, for prefix affinity: what requests sharing a prefix share.
-std::string prompt_bytes(const json& body, bool chat) {
-  std::string out;
-  if (chat) {
-    auto m = body.find("messages");
-    if (m == body.end() || !m->is_array()) return out;
-    for (const json& msg : *m) {
-      if (!msg.is_object()) continue;
-      auto role = msg.find("role");
-      auto content = msg.find("content");
-      if (role != msg.end() && role->is_string()) out += role->get_ref<const std::string&>();
-      out += '\n';
-      if (content != msg.end() && content->is_string()) out += content->get_ref<const std::string&>();
-      out += '\n';
-    }
-    return out;
-  }
-  auto p = body.find("prompt");
-  if (p == body.end()) return out;
-  if (p->is_string()) return p->get<std::string>();
-  if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
-    for (const json& t : *p) {
-      const int64_t v = t.is_number_integer() ? t.get<int64_t>() : 0;
-      out.append(reinterpret_cast<const char*>(&v), sizeof v);
-    }
-  }
-  return out;
-}
-
-int32_t priority_of(const json& body) {
-  auto p = body.find("priority");
-  if (p == body.end()) return 0;
-  if (p->is_string()) return *p == "high" ? -1 : *p == "low" ? 1 : 0;
-  if (p->is_number_integer()) return static_cast<int32_t>(std::clamp<int64_t>(p->get<int64_t>(), INT32_MIN, INT32_MAX));
-  return 0;
-}
-
-size_t prompt_count(const json& body, bool chat) {
-  if (chat) return 1;
-  auto p = body.find("prompt");
-  if (p == body.end() || !p->is_array() || p->empty()) return 1;
-  return (*p)[0].is_number() ? 1 : p->size();
-}
+bool retryable_status(int status) { return status == 429 || status == 500 || status == 502 || status == 503 || status == 504; }
 
 }  // namespace
 
@@ -156,21 +102,21 @@ struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
   server::Gauge& in_flight_gauge;
   server::GaugeFamily& cells_gauge;
 
-  void enqueue(std::string endpoint, const HttpRequest& r, ResponseWriter w);
+  void enqueue(ProxyEndpoint endpoint, const HttpRequest& r, ResponseWriter w);
   void work();
   void proxy(Task& t);
-  void finish(const Task& t, const char* outcome) { requests.with({t.endpoint, outcome}).inc(); }
+  void finish(const Task& t, const char* outcome) { requests.with({endpoint_label(t.endpoint), outcome}).inc(); }
   bool admin_allowed(const HttpRequest& r) const;
   std::shared_ptr<Cell> wait_for_cell(const RouteRequest& rr, const std::set<std::string>& excluded, const Task& t);
 };
 
-void RouterService::Impl::enqueue(std::string endpoint, const HttpRequest& r, ResponseWriter w) {
+void RouterService::Impl::enqueue(ProxyEndpoint endpoint, const HttpRequest& r, ResponseWriter w) {
   if (draining.load()) {
     w.send(error(503, "the router is shutting down", "draining"));
     return;
   }
   auto t = std::make_shared<Task>();
-  t->endpoint = std::move(endpoint);
+  t->endpoint = endpoint;
   t->path = r.path;
   t->body = r.body;
   if (auto a = r.header("authorization")) t->headers.push_back({"Authorization", std::string(*a)});
@@ -233,42 +179,29 @@ std::shared_ptr<Cell> RouterService::Impl::wait_for_cell(const RouteRequest& rr,
 }
 
 void RouterService::Impl::proxy(Task& t) {
-  json body = json::parse(t.body, nullptr, /*allow_exceptions=*/false);
-  if (!body.is_object()) {
-    t.writer.send(error(400, "the body must be a JSON object"));
+  uint64_t seed;
+  {
+    std::lock_guard<std::mutex> l(rng_mu);
+    seed = rng();
+  }
+  Result<ProxyRequest> inspected = inspect_request(t.endpoint, t.body, seed);
+  if (!inspected.ok()) {
+    t.writer.send(error(400, inspected.message()));
     finish(t, "client_error");
     return;
   }
-  const bool chat = t.endpoint == "chat";
-  const bool stream = body.value("stream", false) == true;
-  const int64_t n = body.contains("n") && body["n"].is_number_integer() ? body["n"].get<int64_t>() : 1;
-  const bool echo = body.contains("echo") && body["echo"] == true;
-  const bool wants_ids = t.endpoint == "generate" || (body.contains("return_token_ids") && body["return_token_ids"] == true);
-  // A seed of our own when the client gave none: every cell then draws the same tokens.
-  if (!body.contains("seed") || body["seed"].is_null()) {
-    std::lock_guard<std::mutex> l(rng_mu);
-    body["seed"] = static_cast<int64_t>(rng() >> 33);
-  }
-  const bool movable = stream && n == 1 && prompt_count(body, chat) == 1 && !echo;
-  if (movable) body["return_token_ids"] = true;
-
-  RouteRequest rr;
-  const std::string bytes = prompt_bytes(body, chat);
-  rr.prefix_blocks = prefix_block_hashes(bytes);
-  rr.priority = priority_of(body);
-  const int64_t max_tokens = body.contains("max_tokens") && body["max_tokens"].is_number_integer() ? body["max_tokens"].get<int64_t>() : 256;
-  rr.cost_tokens = static_cast<int64_t>(bytes.size() / 4) + std::max<int64_t>(max_tokens, 1) * std::max<int64_t>(n, 1);
-
-  Snapshot snap;
+  const ProxyRequest& q = *inspected;
+  StreamSnapshot snap;
+  bool sse_started = false;
   std::set<std::string> excluded;
   int moves = 0;
   std::string last_error = "no cell is available";
   for (int attempt = 0; attempt < options.max_attempts; ++attempt) {
     if (t.client_gone.load()) break;
-    std::shared_ptr<Cell> cell = wait_for_cell(rr, excluded, t);
+    std::shared_ptr<Cell> cell = wait_for_cell(q.route, excluded, t);
     if (!cell) break;
     if (attempt > 0) {
-      if (snap.sse_started) {
+      if (sse_started) {
         migrations.inc();
         ++moves;
       } else {
@@ -276,10 +209,12 @@ void RouterService::Impl::proxy(Task& t) {
       }
     }
     t.cancel.store(t.client_gone.load());
-    CellWork work(cell, rr.priority, rr.cost_tokens, &t.cancel);
+    CellWork work(cell, q.route.priority, q.route.cost_tokens, &t.cancel);
 
-    if (!stream) {
-      Result<client::Response> r = cell->client().request("POST", t.path, dump(body), t.headers, &t.cancel);
+    if (!q.stream) {
+      // All or nothing: the client sees no byte until the whole answer, so any failure is
+      // a plain retry, and the same seed gives the same answer elsewhere.
+      Result<client::Response> r = cell->client().request("POST", t.path, resume_body(q, snap), t.headers, &t.cancel);
       if (t.client_gone.load()) break;
       if (!r.ok() || retryable_status(r->status)) {
         last_error = r.ok() ? cat(cell->url(), " answered ", r->status) : r.message();
@@ -296,71 +231,30 @@ void RouterService::Impl::proxy(Task& t) {
       return;
     }
 
-    json request = body;
-    if (!snap.prompt_ids.empty()) {
-      request["continuation"] = {{"prompt_token_ids", snap.prompt_ids},
-                                 {"token_ids", snap.generated},
-                                 {"text_bytes", snap.text_bytes}};
-    }
     auto on_event = [&](const client::SseEvent& e) -> bool {
       if (t.client_gone.load()) return false;
-      if (e.data == "[DONE]") {
-        snap.done = true;
-        return true;
-      }
-      json j = json::parse(e.data, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_object()) return true;
-      if (j.contains("error")) snap.upstream_error = true;
-      bool drop = false;
-      if (auto choices = j.find("choices"); choices != j.end() && choices->is_array()) {
-        for (json& c : *choices) {
-          if (auto p = c.find("prompt_token_ids"); p != c.end()) {
-            if (movable) snap.prompt_ids = p->get<std::vector<int32_t>>();
-            if (!wants_ids) c.erase("prompt_token_ids");
-          }
-          if (auto ids = c.find("token_ids"); ids != c.end()) {
-            if (movable)
-              for (const json& id : *ids) snap.generated.push_back(id.get<int32_t>());
-            if (!wants_ids) c.erase("token_ids");
-          }
-          if (auto text = c.find("text"); text != c.end() && text->is_string())
-            snap.text_bytes += static_cast<int64_t>(text->get_ref<const std::string&>().size());
-          if (auto delta = c.find("delta"); delta != c.end() && delta->is_object()) {
-            if (auto content = delta->find("content"); content != delta->end() && content->is_string())
-              snap.text_bytes += static_cast<int64_t>(content->get_ref<const std::string&>().size());
-            if (delta->contains("role")) {
-              drop = snap.role_sent;  // a cell resumed without a continuation sends it again
-              snap.role_sent = true;
-            }
-          }
-          if (auto f = c.find("finish_reason"); f != c.end() && !f->is_null()) snap.finished = true;
-        }
-      }
-      if (drop) return true;
-      if (!snap.sse_started) {
+      std::optional<std::string> out = rewrite_chunk(e.data, q, snap);
+      if (!out) return true;
+      if (!sse_started) {
         if (!t.writer.start_sse()) return false;
-        snap.sse_started = true;
-        snap.first_chunk = Clock::now();
-        ttft.observe(std::chrono::duration<double>(snap.first_chunk - t.received).count());
-        snap.id = j.value("id", json());
-        snap.created = j.value("created", json());
-      } else {
-        if (j.contains("id")) j["id"] = snap.id;
-        if (j.contains("created")) j["created"] = snap.created;
+        sse_started = true;
+        ttft.observe(std::chrono::duration<double>(Clock::now() - t.received).count());
       }
-      return t.writer.send_event(dump(j));
+      return t.writer.send_event(*out);
     };
-    Result<client::Response> r = cell->client().stream_events("POST", t.path, dump(request), on_event, t.headers, &t.cancel);
+    Result<client::Response> r =
+        cell->client().stream_events("POST", t.path, resume_body(q, snap), on_event, t.headers, &t.cancel);
     if (t.client_gone.load()) break;
-    if (r.ok() && r->status >= 200 && r->status < 300 && (snap.done || snap.upstream_error)) {
+    const bool ok_status = r.ok() && r->status >= 200 && r->status < 300;
+    if (ok_status && (snap.done || snap.upstream_error)) {
       t.writer.send_event("[DONE]");
       t.writer.end();
       finish(t, snap.upstream_error ? "failed" : "ok");
       return;
     }
-    if (r.ok() && !(r->status >= 200 && r->status < 300) && !retryable_status(r->status)) {
-      // The cell refused the request itself (400, 401, 404...): the client's answer.
-      if (!snap.sse_started) {
+    if (r.ok() && !ok_status && !retryable_status(r->status)) {
+      // The cell refused the request itself (400, 401, 404...): that is the client's answer.
+      if (!sse_started) {
         HttpResponse out;
         out.status = r->status;
         out.set_header("Content-Type", "application/json");
@@ -373,26 +267,26 @@ void RouterService::Impl::proxy(Task& t) {
       finish(t, "client_error");
       return;
     }
-    // The cell failed: refused, broke, hung (declared dead: cancel), or is busy or draining.
+    // The cell failed: refused, broke, hung (declared dead: cancelled), busy or draining.
     last_error = r.ok() ? cat(cell->url(), " answered ", r->status) : cat(cell->url(), ": ", r.message());
     excluded.insert(cell->url());
-    if (snap.finished) {  // it died between the last token and [DONE]: nothing is missing
+    if (snap.finished) {  // it failed between the last token and [DONE]: nothing is missing
       t.writer.send_event("[DONE]");
       t.writer.end();
       finish(t, "ok");
       return;
     }
-    if (snap.sse_started && !movable) break;  // several choices: cannot resume
-    if (moves >= options.max_migrations && snap.sse_started) break;
+    if (sse_started && (!resumable(q, snap) || moves >= options.max_migrations)) break;
   }
   if (t.client_gone.load()) {
     finish(t, "cancelled");
     return;
   }
-  if (snap.sse_started) {
+  if (sse_started) {
     json err = {{"error", {{"message", cat("the stream could not be continued: ", last_error)},
                            {"type", "server_error"}, {"param", nullptr}, {"code", "cell_failed"}}}};
     t.writer.send_event(dump(err));
+    t.writer.send_event("[DONE]");
     t.writer.end();
   } else {
     HttpResponse out = error(503, cat("no cell could serve this request: ", last_error), "no_cell");
@@ -431,10 +325,12 @@ Status RouterService::start() {
 
 void RouterService::add_routes(server::HttpServer& server) {
   std::shared_ptr<Impl> impl = impl_;
-  for (const auto& [path, endpoint] : std::vector<std::pair<std::string, std::string>>{
-           {"/v1/completions", "completions"}, {"/v1/chat/completions", "chat"}, {"/v1/generate", "generate"}}) {
-    const std::string ep = endpoint;
-    server.route("POST", path, [impl, ep](const HttpRequest& r, ResponseWriter w) { impl->enqueue(ep, r, std::move(w)); });
+  const std::pair<const char*, ProxyEndpoint> endpoints[] = {{"/v1/completions", ProxyEndpoint::kCompletions},
+                                                             {"/v1/chat/completions", ProxyEndpoint::kChat},
+                                                             {"/v1/generate", ProxyEndpoint::kGenerate}};
+  for (const auto& entry : endpoints) {
+    const ProxyEndpoint ep = entry.second;
+    server.route("POST", entry.first, [impl, ep](const HttpRequest& r, ResponseWriter w) { impl->enqueue(ep, r, std::move(w)); });
   }
   server.route("GET", "/health", [](const HttpRequest&, ResponseWriter w) {
     w.send(server::json_response(200, nlohmann::json{{"status", "ok"}}));

@@ -297,6 +297,14 @@ TEST(RouterBasics, RoutesJoinsLeavesAndPassesErrorsThrough) {
   EXPECT_EQ(bad->status, 400);
   EXPECT_EQ(json::parse(bad->body)["error"]["param"], "temperature");
   EXPECT_EQ(rc->request("POST", "/v1/completions", "{nope")->status, 400);
+  // Fields of the wrong type are the cell's 400s, never the router's crash.
+  for (const char* body : {R"({"prompt":"x","stream":"yes"})", R"({"prompt":{},"n":"two"})", R"({"prompt":"x","seed":"s"})",
+                           R"({"messages":7})", R"({"prompt":"x","continuation":5,"stream":true,"seed":1})"}) {
+    Result<client::Response> r = rc->request("POST", "/v1/completions", body);
+    ASSERT_TRUE(r.ok()) << body;
+    EXPECT_EQ(r->status, 400) << body << " " << r->body;
+  }
+  EXPECT_EQ(rc->request("GET", "/health")->status, 200);
   EXPECT_EQ(rc->request("POST", "/admin/cells", R"({"url":"ftp://x"})")->status, 400);
 
   // Prefix affinity: prompts sharing a long prefix land on one cell.

@@ -1,0 +1,76 @@
+// What the router reads and changes in a request, and in the stream a cell
+// sends back: pure functions over bytes (no sockets, no clock), so they are
+// unit-tested and fuzzed (tests/fuzz/proxy_request_fuzz.cpp).
+//
+//   Result<ProxyRequest> q = inspect_request(ProxyEndpoint::kCompletions, body, seed);
+//   ... for each SSE payload a cell sends:
+//   std::optional<std::string> out = rewrite_chunk(payload, *q, snapshot);
+//   ... the cell failed mid-stream:
+//   std::string again = resume_body(*q, snapshot);   // to another cell
+//
+// The router is lenient: it reads only what routing needs, and a field of the
+// wrong type is left for the cell to refuse with its own 400 (which names the
+// field). Only a body that is not a JSON object is the router's 400.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "cluster/routing_policy.h"
+
+namespace th::cluster {
+
+enum class ProxyEndpoint : uint8_t { kCompletions, kChat, kGenerate };
+
+/// @brief "completions", "chat", "generate" (the metrics' label).
+std::string_view endpoint_label(ProxyEndpoint e);
+
+struct ProxyRequest {
+  ProxyEndpoint endpoint = ProxyEndpoint::kCompletions;
+  nlohmann::ordered_json body;  // as sent, plus the router's seed (and return_token_ids when movable)
+  bool stream = false;
+  bool movable = false;    // streamed, one choice, one prompt, no echo: resumable on another cell
+  bool wants_ids = false;  // the client asked for token ids (or it is /v1/generate)
+  RouteRequest route;      // prefix block hashes, priority, cost
+};
+
+/// @brief Reads a request body for the router. `seed_if_none` becomes the
+/// request's seed when it has none (so every cell draws the same tokens).
+/// An error only when the body is not a JSON object.
+Result<ProxyRequest> inspect_request(ProxyEndpoint endpoint, std::string_view body, uint64_t seed_if_none);
+
+/// @brief What the router knows of a stream, enough to resume it elsewhere.
+struct StreamSnapshot {
+  std::vector<int32_t> prompt_ids;  // as the first cell tokenized the prompt (from its first chunk)
+  std::vector<int32_t> generated;   // every token id the client has
+  int64_t text_bytes = 0;           // bytes of generated text the client has
+  bool role_sent = false;           // chat: the assistant role chunk went out
+  bool finished = false;            // a finish_reason went out
+  bool done = false;                // the cell sent [DONE]
+  bool upstream_error = false;      // the cell sent an error event
+  bool ids_broken = false;          // a cell sent ids that are not ids: the stream cannot move
+  nlohmann::ordered_json id, created;  // the first chunk's, kept for every later chunk
+};
+
+/// @brief One SSE payload from a cell: updates `snap` and returns what to send
+/// the client, or nullopt for nothing ("[DONE]", which the router sends itself
+/// at the end; a repeated role chunk; a payload that is not JSON). Token ids
+/// the client did not ask for are removed; `id` and `created` stay the first
+/// chunk's across cells.
+std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRequest& request, StreamSnapshot& snap);
+
+/// @brief True when a stream with this snapshot can continue on another cell.
+bool resumable(const ProxyRequest& request, const StreamSnapshot& snap);
+
+/// @brief The body to send the next cell: the request as it was, and once the
+/// prompt's ids are known, the `continuation` (prompt ids, generated ids, text
+/// bytes the client has) that resumes it exactly.
+std::string resume_body(const ProxyRequest& request, const StreamSnapshot& snap);
+
+}  // namespace th::cluster

@@ -1,0 +1,60 @@
+// libFuzzer target for the router's request and stream rewriting
+// (cluster/proxy_request). The first byte picks the endpoint (mod 3:
+// completions, chat, generate); the rest is split at 0xFF bytes into the
+// request body, then the SSE payloads a cell sends. Whatever they hold, the
+// router must not crash, and: what it sends on is a JSON object, without the
+// token ids the client did not ask for, with the first chunk's id; the body it
+// would resume with is a JSON object carrying the seed.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster/proxy_request.h"
+
+namespace {
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "proxy_request_fuzz: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using th::cluster::ProxyEndpoint;
+  if (size < 1) return 0;
+  const auto endpoint = static_cast<ProxyEndpoint>(data[0] % 3);
+  std::vector<std::string_view> parts;
+  std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  for (;;) {
+    const size_t cut = rest.find('\xff');
+    parts.push_back(rest.substr(0, cut));
+    if (cut == std::string_view::npos) break;
+    rest.remove_prefix(cut + 1);
+  }
+  th::Result<th::cluster::ProxyRequest> q = th::cluster::inspect_request(endpoint, parts[0], 12345);
+  if (!q.ok()) return 0;
+  if (!q->body.is_object() || !q->body.contains("seed")) die("inspected body without a seed");
+  if (q->movable && !q->stream) die("movable but not streamed");
+  th::cluster::StreamSnapshot snap;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    std::optional<std::string> out = th::cluster::rewrite_chunk(parts[i], *q, snap);
+    if (!out) continue;
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(*out, nullptr, false);
+    if (!j.is_object()) die("sent something that is not a JSON object");
+    if (!q->wants_ids && j.contains("choices") && j["choices"].is_array())
+      for (const auto& c : j["choices"])
+        if (c.is_object() && (c.contains("token_ids") || c.contains("prompt_token_ids"))) die("ids the client did not ask for");
+    if (j.contains("id") && !snap.id.is_null() && j["id"] != snap.id) die("id not kept");
+    if (snap.text_bytes < 0) die("negative text bytes");
+  }
+  const nlohmann::ordered_json again = nlohmann::ordered_json::parse(th::cluster::resume_body(*q, snap), nullptr, false);
+  if (!again.is_object() || again["seed"] != q->body["seed"]) die("resume body lost the request");
+  if (!snap.prompt_ids.empty() && !again.contains("continuation")) die("resume body without the continuation");
+  return 0;
+}

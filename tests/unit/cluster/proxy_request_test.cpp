@@ -1,0 +1,145 @@
+#include "cluster/proxy_request.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace th::cluster {
+namespace {
+
+using json = nlohmann::json;
+
+ProxyRequest inspect(ProxyEndpoint ep, const std::string& body, uint64_t seed = 77) {
+  Result<ProxyRequest> q = inspect_request(ep, body, seed);
+  EXPECT_TRUE(q.ok()) << q.message();
+  return q.ok() ? std::move(*q) : ProxyRequest{};
+}
+
+TEST(ProxyRequest, OnlyANonObjectBodyIsTheRoutersError) {
+  for (const char* bad : {"", "{", "[1,2]", "\"x\"", "null", "{\"a\":1} trailing"})
+    EXPECT_FALSE(inspect_request(ProxyEndpoint::kCompletions, bad, 1).ok()) << bad;
+  // Wrong types are the cell's to refuse (its 400 names the field): the router passes them on.
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions, R"({"prompt":{},"stream":"yes","n":"two","seed":"s","max_tokens":[]})");
+  EXPECT_FALSE(q.stream);
+  EXPECT_EQ(q.body["seed"], "s");
+  EXPECT_EQ(q.body["stream"], "yes");
+}
+
+TEST(ProxyRequest, SeedIsTheRoutersOnlyWhenAbsent) {
+  EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x"})", 0x1'2345'6789).body["seed"], 0x2345'6789);
+  EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","seed":null})", 5).body["seed"], 5);
+  EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","seed":9})", 5).body["seed"], 9);
+}
+
+TEST(ProxyRequest, OneStreamedChoiceIsMovableAndAsksForIds) {
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true})");
+  EXPECT_TRUE(q.stream);
+  EXPECT_TRUE(q.movable);
+  EXPECT_FALSE(q.wants_ids);
+  EXPECT_EQ(q.body["return_token_ids"], true);
+  EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"n":2})").movable);
+  EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":["a","b"],"stream":true})").movable);
+  EXPECT_TRUE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":[1,2,3],"stream":true})").movable);
+  EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"echo":true})").movable);
+  EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x"})").movable);
+  ProxyRequest plain = inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x"})");
+  EXPECT_FALSE(plain.body.contains("return_token_ids"));
+  EXPECT_TRUE(inspect(ProxyEndpoint::kChat, R"({"messages":[{"role":"user","content":"hi"}],"stream":true})").movable);
+  EXPECT_TRUE(inspect(ProxyEndpoint::kGenerate, R"({"prompt":[1]})").wants_ids);
+  EXPECT_TRUE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","return_token_ids":true})").wants_ids);
+}
+
+TEST(ProxyRequest, RouteCarriesPriorityCostAndPrefixBlocks) {
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions, R"({"prompt":")" + std::string(200, 'a') + R"(","max_tokens":10,"priority":"high"})");
+  EXPECT_EQ(q.route.priority, -1);
+  EXPECT_EQ(q.route.cost_tokens, 200 / 4 + 10);
+  EXPECT_EQ(q.route.prefix_blocks.size(), 3u);  // 200 bytes: three full 64-byte blocks
+  EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","priority":"low"})").route.priority, 1);
+  EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","priority":-7})").route.priority, -7);
+  EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","n":3,"max_tokens":5})").route.cost_tokens, 15);
+  // Chats sharing a long system message share their first blocks.
+  const std::string system(300, 's');
+  auto chat = [&](const std::string& user) {
+    return inspect(ProxyEndpoint::kChat, json{{"messages", {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", user}}}}}.dump());
+  };
+  ProxyRequest a = chat("first question"), b = chat("another one");
+  ASSERT_GE(a.route.prefix_blocks.size(), 4u);
+  EXPECT_EQ(std::vector<uint64_t>(a.route.prefix_blocks.begin(), a.route.prefix_blocks.begin() + 4),
+            std::vector<uint64_t>(b.route.prefix_blocks.begin(), b.route.prefix_blocks.begin() + 4));
+}
+
+TEST(ProxyRequest, ChunksAreRecordedStrippedAndKeepTheFirstId) {
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true})");
+  StreamSnapshot s;
+  std::optional<std::string> first = rewrite_chunk(
+      R"({"id":"cmpl-a","created":5,"choices":[{"index":0,"text":"Hi","token_ids":[7],"prompt_token_ids":[1,2],"finish_reason":null}]})", q, s);
+  ASSERT_TRUE(first);
+  json f = json::parse(*first);
+  EXPECT_FALSE(f["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(f["choices"][0].contains("prompt_token_ids"));
+  EXPECT_EQ(f["choices"][0]["text"], "Hi");
+  // The next cell's chunk keeps the first cell's id and created.
+  std::optional<std::string> second =
+      rewrite_chunk(R"({"id":"cmpl-b","created":9,"choices":[{"index":0,"text":" there","token_ids":[8,9],"finish_reason":"length"}]})", q, s);
+  ASSERT_TRUE(second);
+  json g = json::parse(*second);
+  EXPECT_EQ(g["id"], "cmpl-a");
+  EXPECT_EQ(g["created"], 5);
+  EXPECT_EQ(s.prompt_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(s.generated, (std::vector<int32_t>{7, 8, 9}));
+  EXPECT_EQ(s.text_bytes, 8);
+  EXPECT_TRUE(s.finished);
+  EXPECT_FALSE(rewrite_chunk("[DONE]", q, s));
+  EXPECT_TRUE(s.done);
+  EXPECT_FALSE(rewrite_chunk("not json", q, s));
+  // A client that asked for ids gets them.
+  ProxyRequest ids = inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"return_token_ids":true})");
+  StreamSnapshot t;
+  json kept = json::parse(*rewrite_chunk(R"({"id":"c","choices":[{"text":"a","token_ids":[3],"prompt_token_ids":[1]}]})", ids, t));
+  EXPECT_EQ(kept["choices"][0]["token_ids"], json::array({3}));
+  EXPECT_EQ(kept["choices"][0]["prompt_token_ids"], json::array({1}));
+}
+
+TEST(ProxyRequest, ChatRoleGoesOutOnceAndContentCounts) {
+  ProxyRequest q = inspect(ProxyEndpoint::kChat, R"({"messages":[{"role":"user","content":"hi"}],"stream":true})");
+  StreamSnapshot s;
+  EXPECT_TRUE(rewrite_chunk(R"({"id":"a","choices":[{"delta":{"role":"assistant","content":""}}]})", q, s));
+  EXPECT_FALSE(rewrite_chunk(R"({"id":"b","choices":[{"delta":{"role":"assistant","content":""}}]})", q, s));
+  EXPECT_TRUE(rewrite_chunk(R"({"id":"b","choices":[{"delta":{"content":"héllo"},"token_ids":[4]}]})", q, s));
+  EXPECT_EQ(s.text_bytes, 6);
+}
+
+TEST(ProxyRequest, BrokenIdsOrAnErrorEventMakeAStreamUnmovable) {
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true})");
+  StreamSnapshot s;
+  rewrite_chunk(R"({"choices":[{"text":"a","token_ids":[1],"prompt_token_ids":[1]}]})", q, s);
+  EXPECT_TRUE(resumable(q, s));
+  for (const char* bad : {R"({"choices":[{"text":"a","token_ids":["x"]}]})", R"({"choices":[{"text":"a","token_ids":[-1]}]})",
+                          R"({"choices":[{"text":"a","token_ids":{"a":1}}]})", R"({"choices":[{"text":"a","prompt_token_ids":[]}]})"}) {
+    StreamSnapshot t = s;
+    rewrite_chunk(bad, q, t);
+    EXPECT_FALSE(resumable(q, t)) << bad;
+  }
+  StreamSnapshot e = s;
+  EXPECT_TRUE(rewrite_chunk(R"({"error":{"message":"boom"}})", q, e));
+  EXPECT_TRUE(e.upstream_error);
+  EXPECT_FALSE(resumable(q, e));
+  EXPECT_FALSE(resumable(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"n":2})"), StreamSnapshot{}));
+}
+
+TEST(ProxyRequest, ResumeBodyIsTheRequestPlusTheContinuation) {
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"max_tokens":9,"seed":3})");
+  StreamSnapshot s;
+  EXPECT_EQ(json::parse(resume_body(q, s)), json::parse(q.body.dump()));  // nothing known yet: the same request
+  rewrite_chunk(R"({"choices":[{"text":"ab","token_ids":[5,6],"prompt_token_ids":[1,2,3]}]})", q, s);
+  json r = json::parse(resume_body(q, s));
+  EXPECT_EQ(r["prompt"], "x");
+  EXPECT_EQ(r["seed"], 3);
+  EXPECT_EQ(r["max_tokens"], 9);
+  EXPECT_EQ(r["continuation"]["prompt_token_ids"], json::array({1, 2, 3}));
+  EXPECT_EQ(r["continuation"]["token_ids"], json::array({5, 6}));
+  EXPECT_EQ(r["continuation"]["text_bytes"], 2);
+}
+
+}  // namespace
+}  // namespace th::cluster

@@ -13,6 +13,8 @@ namespace th::cluster {
 
 namespace {
 
+constexpr std::chrono::seconds kRejoinEvery{5};
+
 std::string cell_id_of(const std::string& url) {
   // "http://127.0.0.1:8080" -> "127.0.0.1:8080": a key name etcd and people can read.
   const size_t p = url.find("://");
@@ -66,9 +68,14 @@ void CellMembership::join_loop() {
       nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
       const bool via_etcd = j.is_object() && j.contains("discovery") && j["discovery"].is_string();
       if (!via_etcd) {
-        joined_.store(true);
-        std::fprintf(stderr, "tokenhive serve: joined the router at %s as %s\n", options_.join.c_str(), options_.advertise.c_str());
-        return;
+        if (!joined_.exchange(true))
+          std::fprintf(stderr, "tokenhive serve: joined the router at %s as %s\n", options_.join.c_str(), options_.advertise.c_str());
+        // Joining again is a no-op for a router that has us, and brings back one that
+        // restarted and forgot us.
+        std::unique_lock<std::mutex> l(mu_);
+        if (cv_.wait_for(l, kRejoinEvery, [&] { return stopping_; })) return;
+        delay = std::chrono::milliseconds(50);
+        continue;
       }
       // The router finds its cells on etcd: register there, under our own lease.
       const std::string endpoint = j["discovery"].get<std::string>();

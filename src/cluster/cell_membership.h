@@ -1,7 +1,8 @@
 // How a cell becomes known to routers, for `tokenhive serve --join` and
 // `--discovery`:
 //   --join ROUTER_URL: POST ROUTER/admin/cells {"url": ADVERTISE}, retried
-//     with backoff until the router answers. A router that itself finds its
+//     with backoff until the router answers, then again every 5 s (a no-op
+//     for a router that has the cell; a restarted router gets it back). A router that itself finds its
 //     cells on etcd answers {"discovery": "etcd://..."}: the cell then
 //     registers there, under its own lease, so no router holds its
 //     registration and losing a router loses none.

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 
 #include "client/http_client.h"
 #include "etcd_process.h"
+#include "run_process.h"
 #include "serve_process.h"
 #include "test_util.h"
 
@@ -252,6 +254,15 @@ TEST(RouterChaos, KillOneCellThenHangAnotherMidStreamAndEveryStreamFinishesExact
             "tokenhive_router_failure_detection_seconds_bucket{le=\"0.5\"} " +
                 metric_line(*admin, "tokenhive_router_failure_detection_seconds_count").substr(
                     std::string("tokenhive_router_failure_detection_seconds_count ").size()));
+  // The page passes promtool with these values in it.
+  Result<client::Response> page = admin->request("GET", "/metrics");
+  ASSERT_TRUE(page.ok());
+  const std::string path = test::temp_path("router_metrics.txt");
+  {
+    std::ofstream(path) << page->body;
+  }
+  test::ProcessResult check = test::run_process({"/usr/bin/env", "promtool", "check", "metrics"}, 60, path);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << "(promtool comes with scripts/setup.sh)";
   // The hung cell, resumed, is alive again and takes work.
   EXPECT_TRUE(wait_state(*admin, cells[hung]->url(), "alive", 10)) << router.log();
 }

@@ -171,7 +171,13 @@ std::shared_ptr<Cell> RouterService::Impl::wait_for_cell(const RouteRequest& rr,
     // Every cell is excluded (each failed this request once) or down: the excluded ones
     // may have come back (a draining cell restarted), so try them again before waiting.
     if (!excluded.empty()) {
-      if (std::shared_ptr<Cell> c = pool.pick(*policy, rr, {})) return c;
+      if (std::shared_ptr<Cell> c = pool.pick(*policy, rr, {})) {
+        // ... after a pause that grows with the tries, so that cells answering 429 or 503
+        // are not hammered.
+        std::this_thread::sleep_for(std::min(std::chrono::milliseconds(25 << std::min<size_t>(excluded.size(), 5)),
+                                             std::chrono::milliseconds(500)));
+        return c;
+      }
     }
     if (Clock::now() >= until || t.client_gone.load()) return nullptr;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/proxy_request.h"
+#include "server/api_keys.h"
 #include "server/http_response.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -303,13 +304,7 @@ void RouterService::Impl::proxy(Task& t) {
 }
 
 bool RouterService::Impl::admin_allowed(const HttpRequest& r) const {
-  if (options.admin_token.empty()) return true;
-  std::optional<std::string_view> auth = r.header("authorization");
-  const std::string want = "Bearer " + options.admin_token;
-  if (!auth || auth->size() != want.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>((*auth)[i] ^ want[i]);
-  return diff == 0;
+  return options.admin_token.empty() || server::bearer_matches(r.header("authorization"), options.admin_token);
 }
 
 RouterService::RouterService(RouterServiceOptions options, CellPool& pool)

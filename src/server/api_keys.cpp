@@ -243,4 +243,11 @@ const ApiKey* ApiKeyStore::authenticate(std::string_view value) const {
   return find_key(key);
 }
 
+bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token) {
+  const std::string want = "Bearer " + std::string(token);
+  if (!authorization || authorization->size() != want.size()) return false;
+  return constant_time_equal(reinterpret_cast<const uint8_t*>(authorization->data()),
+                             reinterpret_cast<const uint8_t*>(want.data()), want.size());
+}
+
 }  // namespace th::server

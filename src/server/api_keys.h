@@ -100,4 +100,8 @@ class ApiKeyStore {
 /// depends only on `n`: true when equal.
 bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t n);
 
+/// @brief True when `authorization` (the header's value, if any) is exactly
+/// "Bearer <token>"; compared in constant time. The admin endpoints' check.
+bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token);
+
 }  // namespace th::server

@@ -896,12 +896,7 @@ json ApiService::Impl::load() {
 
 bool ApiService::Impl::admin_allowed(const HttpRequest& r) const {
   if (options.admin_token.empty()) return options.keys == nullptr;
-  std::optional<std::string_view> auth = r.header("authorization");
-  const std::string want = "Bearer " + options.admin_token;
-  if (!auth || auth->size() != want.size()) return false;
-  unsigned char diff = 0;  // constant time in the token's bytes
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>((*auth)[i] ^ want[i]);
-  return diff == 0;
+  return bearer_matches(r.header("authorization"), options.admin_token);
 }
 
 const ApiKey* ApiService::Impl::authenticate(const HttpRequest& r, ResponseWriter& w) {

@@ -246,3 +246,19 @@ TEST(ApiKeys, PiiPolicyOption) {
 
 }  // namespace
 }  // namespace th::server
+
+namespace th::server {
+namespace {
+
+TEST(ApiKeyBearer, MatchesOnlyTheExactBearerToken) {
+  EXPECT_TRUE(bearer_matches(std::string_view("Bearer s3cret"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::nullopt, "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3cre"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3creT"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("bearer s3cret"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3cret "), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view(""), "s3cret"));
+}
+
+}  // namespace
+}  // namespace th::server

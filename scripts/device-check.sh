@@ -58,7 +58,7 @@ if [ "$built" = 1 ]; then
   rc=${PIPESTATUS[0]}
   passed=$(grep -c '^\[       OK \]' "$LOG/cuda_tests.txt")
   failed=$(grep -c '^\[  FAILED  \].*ms)' "$LOG/cuda_tests.txt")
-  skipped=$(grep -c '^\[  SKIPPED \]' "$LOG/cuda_tests.txt")
+  skipped=$(grep -c '^\[  SKIPPED \].*ms)' "$LOG/cuda_tests.txt")
   row "cuda tests" "rc=$rc passed=$passed failed=$failed skipped=$skipped"
   grep '^\[  FAILED  \].*ms)' "$LOG/cuda_tests.txt" | sed 's/^/  /' | head -20 | while read -r l; do echo "$l"; done > "$LOG/failed.txt"
 fi

@@ -1,0 +1,66 @@
+#include "tensor/fp8.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace th {
+
+float fp8_e4m3_to_f32(uint8_t code) {
+  const float sign = (code & 0x80u) ? -1.0f : 1.0f;
+  const int e = (code >> 3) & 0xf;
+  const int m = code & 0x7;
+  if (e == 0xf && m == 0x7) return std::nanf("");
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -9);          // subnormal: m/8 * 2^-6
+  return sign * std::ldexp(static_cast<float>(8 + m), e - 7 - 3);           // (1 + m/8) * 2^(e-7)
+}
+
+namespace {
+
+// Rounds a non-negative v (exactly representable scaled value) to the nearest integer, ties to even.
+uint32_t round_half_even(float v) {
+  const float f = std::floor(v);
+  const float r = v - f;  // exact: v and f are close floats
+  auto i = static_cast<uint32_t>(f);
+  if (r > 0.5f || (r == 0.5f && (i & 1u))) ++i;
+  return i;
+}
+
+}  // namespace
+
+uint8_t f32_to_fp8_e4m3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80u : 0x00u;
+  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7fu);
+  const float a = std::fabs(x);
+  if (a >= 448.0f) return static_cast<uint8_t>(sign | 0x7eu);  // saturate (inf too)
+  if (a < 0.015625f) {                                          // below 2^-6: subnormal step 2^-9
+    // a * 512 is exact; the rounded count of 2^-9 steps is the code itself (8 = 2^-6, the
+    // smallest normal, whose code is 0x08).
+    return static_cast<uint8_t>(sign | round_half_even(a * 512.0f));
+  }
+  int e2 = 0;
+  const float f = std::frexp(a, &e2);         // a = f * 2^e2, f in [0.5, 1)
+  int e = e2 - 1 + 7;                         // biased exponent, 1..15
+  uint32_t m = round_half_even((f * 2.0f - 1.0f) * 8.0f);  // exact scaling, then round
+  if (m == 8) {
+    m = 0;
+    ++e;
+  }
+  uint32_t code = (static_cast<uint32_t>(e) << 3) | m;
+  if (code > 0x7eu) code = 0x7eu;  // only reachable for a just under 448's rounding range
+  return static_cast<uint8_t>(sign | code);
+}
+
+float quantize_row_fp8_e4m3(const float* x, uint8_t* codes, int64_t n) {
+  float amax = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(x[i])) amax = std::fmax(amax, std::fabs(x[i]));
+  const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+  for (int64_t i = 0; i < n; ++i) codes[i] = f32_to_fp8_e4m3(x[i] / scale);
+  return scale;
+}
+
+void dequantize_row_fp8_e4m3(const uint8_t* codes, float scale, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_f32(codes[i]) * scale;
+}
+
+}  // namespace th

@@ -11,15 +11,6 @@ namespace {
 using json = nlohmann::json;
 
 
-const char* health_name(CellHealth h) {
-  switch (h) {
-    case CellHealth::kUnknown: return "unknown";
-    case CellHealth::kAlive: return "alive";
-    case CellHealth::kDead: return "dead";
-  }
-  return "?";
-}
-
 const char* source_name(CellSource s) {
   switch (s) {
     case CellSource::kFlag: return "flag";
@@ -137,7 +128,7 @@ json Cell::describe() const {
   for (const auto& entry : outstanding_) outstanding += entry.second;
   json j = {{"url", url_},
             {"source", source_name(source_)},
-            {"state", detector_.health() == CellHealth::kAlive && load_.draining ? "draining" : health_name(detector_.health())},
+            {"state", detector_.health() == CellHealth::kAlive && load_.draining ? "draining" : std::string(cell_health_name(detector_.health()))},
             {"running", load_.running},
             {"waiting", load_.waiting},
             {"kv_free_blocks", load_.kv_free_blocks},

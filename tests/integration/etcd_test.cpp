@@ -350,11 +350,12 @@ TEST_F(EtcdWatch, CompactedStartRevisionIsAnError) {
 
 TEST_F(EtcdCells, WatcherSeesTwoRegistrations) {
   const std::string p = test_prefix();
+  // Declared before the watcher, so they outlive its thread (its callback writes them).
+  std::mutex mu;
+  std::vector<std::vector<std::string>> sets;
   Result<std::unique_ptr<CellWatcher>> w = CellWatcher::start(etcd_->endpoint(), watcher_options(p));
   ASSERT_TRUE(w.ok()) << w.message();
   ASSERT_TRUE((*w)->wait_synced(3s)) << (*w)->last_error();
-  std::mutex mu;
-  std::vector<std::vector<std::string>> sets;
   (*w)->on_change([&](const std::vector<DiscoveredCell>& cells) {
     std::lock_guard<std::mutex> lock(mu);
     sets.push_back(ids_of(cells));
@@ -383,6 +384,7 @@ TEST_F(EtcdCells, WatcherSeesTwoRegistrations) {
 
   // on_change: the empty set it was set with, then one cell, then two (or both at once, when
   // etcd delivers the two puts in one watch message, as it may on a busy machine).
+  (*w)->stop();  // no callback after this (the registrations' revokes come as they go)
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_GE(sets.size(), 2u);
   ASSERT_LE(sets.size(), 3u);

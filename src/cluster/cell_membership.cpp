@@ -30,6 +30,11 @@ std::unique_ptr<client::HttpClient> router_client(const std::string& url) {
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+std::vector<client::Header> admin_headers(const std::string& token) {
+  if (token.empty()) return {};
+  return {{"Authorization", "Bearer " + token}};
+}
+
 }  // namespace
 
 CellMembership::CellMembership(CellMembershipOptions options) : options_(std::move(options)) {}
@@ -58,8 +63,7 @@ CellMembership::~CellMembership() { leave(); }
 void CellMembership::join_loop() {
   std::unique_ptr<client::HttpClient> router = router_client(options_.join);
   if (!router) return;
-  std::vector<client::Header> headers;
-  if (!options_.admin_token.empty()) headers.push_back({"Authorization", "Bearer " + options_.admin_token});
+  const std::vector<client::Header> headers = admin_headers(options_.admin_token);
   const std::string body = nlohmann::json{{"url", options_.advertise}}.dump();
   std::chrono::milliseconds delay(50);
   for (;;) {
@@ -112,9 +116,8 @@ void CellMembership::leave() {
     (void)registration_->stop();  // revokes the lease: watchers drop the cell at once
   } else if (joined_.load() && !options_.join.empty()) {
     if (std::unique_ptr<client::HttpClient> router = router_client(options_.join)) {
-      std::vector<client::Header> headers;
-      if (!options_.admin_token.empty()) headers.push_back({"Authorization", "Bearer " + options_.admin_token});
-      (void)router->request("POST", "/admin/cells/leave", nlohmann::json{{"url", options_.advertise}}.dump(), headers);
+      (void)router->request("POST", "/admin/cells/leave", nlohmann::json{{"url", options_.advertise}}.dump(),
+                            admin_headers(options_.admin_token));
     }
   }
   joined_.store(false);

@@ -50,6 +50,17 @@ struct Task {
   std::atomic<bool> client_gone{false};
 };
 
+// A cell's answer, passed to the client as it came (its Content-Type, else JSON, and any
+// Retry-After).
+HttpResponse relay(client::Response r) {
+  HttpResponse out;
+  out.status = r.status;
+  out.set_header("Content-Type", std::string(r.header("content-type").value_or("application/json")));
+  if (std::optional<std::string_view> after = r.header("retry-after")) out.set_header("Retry-After", std::string(*after));
+  out.body = std::move(r.body);
+  return out;
+}
+
 bool retryable_status(int status) { return status == 429 || status == 500 || status == 502 || status == 503 || status == 504; }
 
 }  // namespace
@@ -228,13 +239,9 @@ void RouterService::Impl::proxy(Task& t) {
         excluded.insert(cell->url());
         continue;
       }
-      HttpResponse out;
-      out.status = r->status;
-      for (const client::Header& h : r->headers)
-        if (h.name == "content-type" || h.name == "retry-after") out.set_header(h.name, h.value);
-      out.body = std::move(r->body);
-      t.writer.send(std::move(out));
-      finish(t, r->status < 400 ? "ok" : "client_error");
+      const int status = r->status;
+      t.writer.send(relay(std::move(*r)));
+      finish(t, status < 400 ? "ok" : "client_error");
       return;
     }
 
@@ -262,11 +269,7 @@ void RouterService::Impl::proxy(Task& t) {
     if (r.ok() && !ok_status && !retryable_status(r->status)) {
       // The cell refused the request itself (400, 401, 404...): that is the client's answer.
       if (!sse_started) {
-        HttpResponse out;
-        out.status = r->status;
-        out.set_header("Content-Type", "application/json");
-        out.body = r->body;
-        t.writer.send(std::move(out));
+        t.writer.send(relay(std::move(*r)));
       } else {
         t.writer.send_event(r->body);
         t.writer.end();
@@ -371,11 +374,7 @@ void RouterService::add_routes(server::HttpServer& server) {
         w.send(error(502, cat(cell->url(), ": ", resp.message()), "cell_failed"));
         return;
       }
-      HttpResponse out;
-      out.status = resp->status;
-      out.set_header("Content-Type", "application/json");
-      out.body = resp->body;
-      w.send(std::move(out));
+      w.send(relay(std::move(*resp)));
     }).detach();
   };
   server.route("GET", "/v1/models", models);

@@ -176,6 +176,8 @@ struct ApiService::Impl {
   Status tokenize(Call& c, std::string* param);
   void pump(Call& c);
   static std::string output_filter(Choice& ch, const std::string& piece, bool last);
+  static void append_token(Choice& ch, int32_t id);
+  static void end_text(Choice& ch);
   void emit(Call& c, Choice& ch);
   void take_event(Call& c, Choice& ch, TokenEvent e);
   bool replay(Call& c, Choice& ch, GenerateRequest& g);
@@ -528,8 +530,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
 bool ApiService::Impl::replay(Call& c, Choice& ch, GenerateRequest& g) {
   const ApiContinuation& k = *c.req.continuation;
   for (int32_t id : k.token_ids) {
-    ch.token_ids.push_back(id);
-    ch.text += ch.stop->push(output_filter(ch, ch.detok->push(id), false));
+    append_token(ch, id);
     if (ch.stop->stopped()) break;
   }
   ch.sent_tokens = ch.token_ids.size();
@@ -543,14 +544,25 @@ bool ApiService::Impl::replay(Call& c, Choice& ch, GenerateRequest& g) {
     ch.sent_text = std::min<size_t>(static_cast<size_t>(k.text_bytes), ch.text.size());
     return false;
   }
-  if (!stopped) {
-    ch.text += ch.stop->push(output_filter(ch, ch.detok->flush(), true));
-    ch.text += ch.stop->flush();
-  }
+  if (!stopped) end_text(ch);
   ch.sent_text = std::min<size_t>(static_cast<size_t>(k.text_bytes), ch.text.size());
   ch.done = ch.text_done = true;
   ch.finish_reason = stopped ? "stop" : "length";
   return true;
+}
+
+// One generated token into the choice's text: detokenized, through the output filter, then
+// the stop strings (which hold back what could start one).
+void ApiService::Impl::append_token(Choice& ch, int32_t id) {
+  ch.token_ids.push_back(id);
+  ch.text += ch.stop->push(output_filter(ch, ch.detok->push(id), false));
+}
+
+// The end of generation: whatever the detokenizer, the output filter and the stop strings
+// still hold.
+void ApiService::Impl::end_text(Choice& ch) {
+  ch.text += ch.stop->push(output_filter(ch, ch.detok->flush(), true));
+  ch.text += ch.stop->flush();
 }
 
 // Generated text through the tenant's PII policy (mask, or restore pseudonyms); `last` ends it.
@@ -563,8 +575,7 @@ std::string ApiService::Impl::output_filter(Choice& ch, const std::string& piece
 void ApiService::Impl::take_event(Call& c, Choice& ch, TokenEvent e) {
   if (ch.done) return;
   if (e.token >= 0 && !ch.text_done) {
-    ch.token_ids.push_back(e.token);
-    ch.text += ch.stop->push(output_filter(ch, ch.detok->push(e.token), false));
+    append_token(ch, e.token);
     if (c.req.logprobs >= 0) {
       TokenEvent lp = e;
       lp.finish.reset();
@@ -581,8 +592,7 @@ void ApiService::Impl::take_event(Call& c, Choice& ch, TokenEvent e) {
   if (!e.finish) return;
   FinishReason outcome = *e.finish;
   if (!ch.text_done) {
-    ch.text += ch.stop->push(output_filter(ch, ch.detok->flush(), true));
-    ch.text += ch.stop->flush();
+    end_text(ch);
     ch.text_done = true;
     switch (outcome) {
       case FinishReason::Stop: ch.finish_reason = "stop"; break;

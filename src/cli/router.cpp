@@ -88,10 +88,7 @@ int run_router(int argc, char** argv) {
                  std::chrono::duration<double, std::milli>(d).count());
     if (auto* s = service_for_callbacks.load()) s->on_cell_death(url, d);
   };
-  po.on_alive = [&service_for_callbacks](const std::string& url) {
-    std::fprintf(stderr, "tokenhive router: cell %s is alive again\n", url.c_str());
-    if (auto* s = service_for_callbacks.load()) s->on_cell_alive(url);
-  };
+  po.on_alive = [](const std::string& url) { std::fprintf(stderr, "tokenhive router: cell %s is alive again\n", url.c_str()); };
   auto pool_owner = std::make_unique<cluster::CellPool>(po);
   cluster::CellPool& pool = *pool_owner;
   cluster::RouterService service(ro, pool);

@@ -102,9 +102,11 @@ void Cell::heartbeat_loop() {
   }
 }
 
+bool Cell::eligible_locked() const { return detector_.health() == CellHealth::kAlive && !load_.draining && !stopping_; }
+
 bool Cell::eligible() const {
   std::lock_guard<std::mutex> l(mu_);
-  return detector_.health() == CellHealth::kAlive && !load_.draining && !stopping_;
+  return eligible_locked();
 }
 
 CellHealth Cell::health() const {
@@ -116,7 +118,7 @@ CellView Cell::view() const {
   std::lock_guard<std::mutex> l(mu_);
   CellView v;
   v.id = url_;
-  v.eligible = detector_.health() == CellHealth::kAlive && !load_.draining && !stopping_;
+  v.eligible = eligible_locked();
   v.load = load_;
   v.outstanding_tokens = outstanding_;
   return v;

@@ -80,6 +80,7 @@ class Cell {
  private:
   friend class CellWork;
   void heartbeat_loop();
+  bool eligible_locked() const;  // mu_ held
   void declare_dead();
 
   const std::string url_;

@@ -446,6 +446,4 @@ void RouterService::on_cell_death(const std::string& url, std::chrono::nanosecon
   impl_->detection.observe(std::chrono::duration<double>(d).count());
 }
 
-void RouterService::on_cell_alive(const std::string& url) { (void)url; }
-
 }  // namespace th::cluster

@@ -73,9 +73,8 @@ class RouterService {
   /// @brief Cancels whatever is in flight and joins the workers.
   void stop();
   int64_t in_flight() const;
-  /// @brief Called from the pool's heartbeat threads: a cell died / came back (metrics).
+  /// @brief Called from the pool's heartbeat threads when a cell dies (metrics).
   void on_cell_death(const std::string& url, std::chrono::nanoseconds detection);
-  void on_cell_alive(const std::string& url);
 
  private:
   struct Impl;

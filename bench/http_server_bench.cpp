@@ -12,13 +12,13 @@
 
 #include <string>
 
-#include "server/http_request_parser.h"
-#include "server/http_response.h"
-#include "server/http_server.h"
+#include "http/http_request_parser.h"
+#include "http/http_response.h"
+#include "http/http_server.h"
 
 namespace {
 
-using namespace th::server;
+using namespace th;
 
 const std::string kRequest =
     "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: OpenAI/Python 1.40.0\r\n"
@@ -27,10 +27,10 @@ const std::string kRequest =
     std::string(120, 'x');
 
 void BM_HttpParseRequest(benchmark::State& state) {
-  HttpRequestParser p;
+  http::HttpRequestParser p;
   for (auto _ : state) {
     p.feed(kRequest);
-    HttpRequest r = p.take();
+    http::HttpRequest r = p.take();
     benchmark::DoNotOptimize(r);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kRequest.size()));
@@ -38,10 +38,10 @@ void BM_HttpParseRequest(benchmark::State& state) {
 BENCHMARK(BM_HttpParseRequest);
 
 void BM_HttpKeepAliveGet(benchmark::State& state) {
-  HttpServerOptions o;
+  http::HttpServerOptions o;
   o.port = 0;
-  HttpServer server(o);
-  server.route("GET", "/hello", [](const HttpRequest&, ResponseWriter w) { w.send(text_response(200, "hello")); });
+  http::HttpServer server(o);
+  server.route("GET", "/hello", [](const http::HttpRequest&, http::ResponseWriter w) { w.send(http::text_response(200, "hello")); });
   if (!server.start().ok()) {
     state.SkipWithError("cannot start the server");
     return;

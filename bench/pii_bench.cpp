@@ -4,11 +4,11 @@
 
 #include <string>
 
-#include "server/pii_redactor.h"
+#include "pii/pii_redactor.h"
 
 namespace {
 
-using namespace th::server;
+using namespace th;
 
 std::string make_text(bool dense) {
   const std::string prose =
@@ -25,7 +25,7 @@ std::string make_text(bool dense) {
 void BM_PiiRedact(benchmark::State& state) {
   const std::string text = make_text(state.range(0) != 0);
   for (auto _ : state) {
-    Redactor r;
+    pii::Redactor r;
     benchmark::DoNotOptimize(r.redact(text));
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
@@ -35,8 +35,8 @@ BENCHMARK(BM_PiiRedact)->Arg(0)->Arg(1);
 void BM_PiiStreamingRedact(benchmark::State& state) {
   const std::string text = make_text(state.range(0) != 0);
   for (auto _ : state) {
-    Redactor r;
-    StreamingRedactor s(r);
+    pii::Redactor r;
+    pii::StreamingRedactor s(r);
     size_t n = 0;
     for (size_t i = 0; i < text.size(); i += 4) n += s.push(std::string_view(text).substr(i, 4)).size();
     n += s.flush().size();

@@ -11,13 +11,13 @@
 
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
-#include "server/audit_verify.h"
-#include "server/ed25519.h"
+#include "audit/audit_verify.h"
+#include "audit/ed25519.h"
 
 namespace th::cli {
 namespace {
 
-using namespace th::server;
+using namespace th::audit;
 
 int fail(const std::string& line) {
   std::fprintf(stderr, "tokenhive audit: %s\n", line.c_str());
@@ -33,13 +33,13 @@ int keygen(const std::string& prefix) {
   const std::string key_path = prefix + ".key", pub_path = prefix + ".pub";
   for (const std::string& p : {key_path, pub_path})
     if (exists(p)) return fail(p + ": exists; not overwriting a key");
-  Result<Ed25519PrivateKey> key = Ed25519PrivateKey::generate();
+  Result<audit::Ed25519PrivateKey> key = audit::Ed25519PrivateKey::generate();
   if (!key.ok()) return fail(key.message());
   // The public half first: a crash between the two leaves no orphan private key.
-  if (Status s = write_new_file(pub_path, key->public_key().pem(), 0644); !s.ok()) return fail(s.message());
-  if (Status s = write_new_file(key_path, key->pem(), 0600); !s.ok()) return fail(s.message());
+  if (Status s = audit::write_new_file(pub_path, key->public_key().pem(), 0644); !s.ok()) return fail(s.message());
+  if (Status s = audit::write_new_file(key_path, key->pem(), 0600); !s.ok()) return fail(s.message());
   std::printf("wrote %s (private, mode 0600) and %s (public key %s)\n", key_path.c_str(), pub_path.c_str(),
-              to_hex(key->public_key().raw()).c_str());
+              audit::to_hex(key->public_key().raw()).c_str());
   return 0;
 }
 
@@ -52,29 +52,29 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
 }
 
 int verify(const std::string& file, const std::string& pubkey, const std::string& checkpoint_file) {
-  Result<Ed25519PublicKey> key = Ed25519PublicKey::load(pubkey);
+  Result<audit::Ed25519PublicKey> key = audit::Ed25519PublicKey::load(pubkey);
   if (!key.ok()) return fail(key.message());
   Result<std::vector<uint8_t>> bytes = read_file(file);
   if (!bytes.ok()) return fail(bytes.message());
-  const AuditFileScan scan = scan_audit_file(*bytes);
+  const audit::AuditFileScan scan = audit::scan_audit_file(*bytes);
   std::vector<uint8_t> ext_bytes;
-  AuditFileScan ext_scan;
-  AuditVerifyOptions options;
+  audit::AuditFileScan ext_scan;
+  audit::AuditVerifyOptions options;
   if (!checkpoint_file.empty()) {
     Result<std::vector<uint8_t>> b = read_file(checkpoint_file);
     if (!b.ok()) return fail(b.message());
     ext_bytes = std::move(b).value();
-    ext_scan = scan_audit_file(ext_bytes);
+    ext_scan = audit::scan_audit_file(ext_bytes);
     options.external = &ext_scan;
   }
-  const AuditVerifyReport r = verify_audit_log(scan, *key, options);
+  const audit::AuditVerifyReport r = audit::verify_audit_log(scan, *key, options);
   if (!r.ok) {
     if (r.first_bad_index) return fail(cat(file, ": FAILED at entry ", *r.first_bad_index, ": ", r.reason));
     return fail(cat(file, ": FAILED: ", r.reason));
   }
   std::string last = "no checkpoint yet";
   if (r.last_checkpoint)
-    last = cat("last at size ", r.last_checkpoint->tree_size, ", root ", to_hex(r.last_checkpoint->root));
+    last = cat("last at size ", r.last_checkpoint->tree_size, ", root ", audit::to_hex(r.last_checkpoint->root));
   const uint64_t signed_n = r.last_checkpoint ? r.last_checkpoint->tree_size : 0;
   std::printf("%s: ok: %llu entries, %llu checkpoints (%s)", file.c_str(),
               static_cast<unsigned long long>(r.entries), static_cast<unsigned long long>(r.checkpoints),

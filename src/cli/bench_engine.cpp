@@ -22,7 +22,7 @@
 #include "backend/backend.h"
 #include "cli/bench.h"
 #include "engine/engine.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
 #include "tensor/dtype.h"

@@ -21,7 +21,7 @@
 #include "cli/bench.h"
 #include "engine/model_bench.h"
 #include "model/forward_cost.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
 

@@ -11,7 +11,7 @@
 #include "cli/verbs.h"
 #include "engine/generator.h"
 #include "model/encrypted_model.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
 #include "tokenizer/tokenizer.h"

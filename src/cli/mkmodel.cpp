@@ -7,7 +7,7 @@
 
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/model_path.h"
 #include "model/synthetic_model.h"
 

@@ -25,8 +25,8 @@
 #include "cluster/cell_pool.h"
 #include "cluster/cell_registry.h"
 #include "cluster/router_service.h"
-#include "server/http_server.h"
-#include "server/shutdown_signal.h"
+#include "http/http_server.h"
+#include "http/shutdown_signal.h"
 
 namespace th::cli {
 
@@ -43,7 +43,7 @@ int run_router(int argc, char** argv) {
   CLI::App app{"Route the OpenAI-compatible and native API to many cells: load- and prefix-aware, failure "
                "detection by heartbeats, streams moved to a healthy cell when theirs fails.",
                "tokenhive router"};
-  server::HttpServerOptions http;
+  http::HttpServerOptions http;
   http.port = 8000;
   std::vector<std::string> cells;
   cluster::RouterServiceOptions ro;
@@ -73,7 +73,7 @@ int run_router(int argc, char** argv) {
     if (const char* t = std::getenv("TOKENHIVE_ADMIN_TOKEN")) ro.admin_token = t;
   }
 
-  Result<server::ShutdownSignal> signal = server::ShutdownSignal::install();
+  Result<http::ShutdownSignal> signal = http::ShutdownSignal::install();
   if (!signal.ok()) return fail(signal.message());
 
   cluster::CellPoolOptions po;
@@ -109,7 +109,7 @@ int run_router(int argc, char** argv) {
     });
   }
 
-  server::HttpServer server(http);
+  http::HttpServer server(http);
   service.add_routes(server);
   if (Status s = server.start(); !s.ok()) return fail(s.message());
   std::fprintf(stderr, "tokenhive router: listening on http://%s:%d (%zu cells given, policy %s%s%s)\n",

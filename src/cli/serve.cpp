@@ -29,18 +29,18 @@
 #include "cluster/cell_membership.h"
 #include "engine/engine.h"
 #include "model/encrypted_model.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
 #include "server/access_log.h"
 #include "server/api_keys.h"
 #include "server/api_service.h"
-#include "server/audit_log.h"
-#include "server/ed25519.h"
+#include "audit/audit_log.h"
+#include "audit/ed25519.h"
 #include "server/rate_limiter.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "server/serving_metrics.h"
-#include "server/shutdown_signal.h"
+#include "http/shutdown_signal.h"
 #include "tensor/dtype.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -57,7 +57,7 @@ int fail(const std::string& msg) {
 struct ServeFlags {
   std::string model;
   std::string served_name;
-  server::HttpServerOptions http;
+  http::HttpServerOptions http;
   int threads = 0;
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 512;
@@ -167,7 +167,7 @@ int run_serve(int argc, char** argv) {
   if (f.served_name.empty()) f.served_name = std::filesystem::path(*path).stem().string();
 
   // Signals first, so that a SIGTERM during the model load is a clean shutdown too.
-  Result<server::ShutdownSignal> signal = server::ShutdownSignal::install();
+  Result<http::ShutdownSignal> signal = http::ShutdownSignal::install();
   if (!signal.ok()) return fail(signal.message());
 
   server::ServingMetrics metrics(TH_VERSION);
@@ -191,19 +191,19 @@ int run_serve(int argc, char** argv) {
     access_log = std::move(*a);
   }
   api_options.access_log = access_log.get();
-  std::unique_ptr<server::AuditLog> audit;
+  std::unique_ptr<audit::AuditLog> audit;
   if (f.audit_log.empty() != f.audit_key.empty()) {
     std::fprintf(stderr, "tokenhive serve: --audit-log and --audit-key go together\n");
     return 2;
   }
   if (!f.audit_log.empty()) {
-    Result<server::Ed25519PrivateKey> key = server::Ed25519PrivateKey::load(f.audit_key);
+    Result<audit::Ed25519PrivateKey> key = audit::Ed25519PrivateKey::load(f.audit_key);
     if (!key.ok()) return fail(key.message());
-    server::AuditLogOptions ao;
+    audit::AuditLogOptions ao;
     ao.checkpoint_every_entries = f.audit_every;
     ao.checkpoint_every_seconds = f.audit_seconds;
     ao.checkpoint_copy_path = f.audit_copy;
-    Result<std::unique_ptr<server::AuditLog>> a = server::AuditLog::open(f.audit_log, std::move(*key), ao);
+    Result<std::unique_ptr<audit::AuditLog>> a = audit::AuditLog::open(f.audit_log, std::move(*key), ao);
     if (!a.ok()) return fail(a.message());
     audit = std::move(*a);
     if (audit->recovery().dropped_tail)
@@ -224,7 +224,7 @@ int run_serve(int argc, char** argv) {
   if (f.pin && !pin) std::fprintf(stderr, "tokenhive serve: --pin needs at least 2 CPUs; running unpinned\n");
   if (pin) set_own_cpus({cpus[0]});
   server::ApiService api(api_options);
-  server::HttpServer http(f.http);
+  http::HttpServer http(f.http);
   api.add_routes(http);
   if (Status s = http.start(); !s.ok()) return fail(s.message());
   std::fprintf(stderr, "tokenhive serve: listening on http://%s:%d (loading %s)\n", f.http.host.c_str(), http.port(),

@@ -16,9 +16,9 @@
 
 #include "cluster/proxy_request.h"
 #include "server/api_keys.h"
-#include "server/http_response.h"
-#include "server/http_server.h"
-#include "server/metrics.h"
+#include "http/http_response.h"
+#include "http/http_server.h"
+#include "http/metrics.h"
 
 namespace th::cluster {
 
@@ -26,15 +26,15 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-using server::ApiError;
-using server::HttpRequest;
-using server::HttpResponse;
-using server::ResponseWriter;
+using http::ApiError;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::ResponseWriter;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 HttpResponse error(int status, std::string message, std::string code = {}) {
-  return server::error_response(status, ApiError{std::move(message), "", std::nullopt,
+  return http::error_response(status, ApiError{std::move(message), "", std::nullopt,
                                                  code.empty() ? std::nullopt : std::optional<std::string>(code)});
 }
 
@@ -104,15 +104,15 @@ struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
   std::mutex rng_mu;
   std::mt19937_64 rng;
 
-  server::MetricsRegistry metrics;
-  server::CounterFamily& requests;
-  server::Counter& migrations;
-  server::Counter& retries;
-  server::Counter& deaths;
-  server::Histogram& detection;
-  server::Histogram& ttft;
-  server::Gauge& in_flight_gauge;
-  server::GaugeFamily& cells_gauge;
+  http::MetricsRegistry metrics;
+  http::CounterFamily& requests;
+  http::Counter& migrations;
+  http::Counter& retries;
+  http::Counter& deaths;
+  http::Histogram& detection;
+  http::Histogram& ttft;
+  http::Gauge& in_flight_gauge;
+  http::GaugeFamily& cells_gauge;
 
   void enqueue(ProxyEndpoint endpoint, const HttpRequest& r, ResponseWriter w);
   void work();
@@ -300,14 +300,14 @@ void RouterService::Impl::proxy(Task& t) {
     t.writer.end();
   } else {
     HttpResponse out = error(503, cat("no cell could serve this request: ", last_error), "no_cell");
-    server::set_retry_after(out, std::chrono::seconds(1));
+    http::set_retry_after(out, std::chrono::seconds(1));
     t.writer.send(std::move(out));
   }
   finish(t, "failed");
 }
 
 bool RouterService::Impl::admin_allowed(const HttpRequest& r) const {
-  return options.admin_token.empty() || server::bearer_matches(r.header("authorization"), options.admin_token);
+  return options.admin_token.empty() || http::bearer_matches(r.header("authorization"), options.admin_token);
 }
 
 RouterService::RouterService(RouterServiceOptions options, CellPool& pool)
@@ -327,7 +327,7 @@ Status RouterService::start() {
   return ok_status();
 }
 
-void RouterService::add_routes(server::HttpServer& server) {
+void RouterService::add_routes(http::HttpServer& server) {
   std::shared_ptr<Impl> impl = impl_;
   const std::pair<const char*, ProxyEndpoint> endpoints[] = {{"/v1/completions", ProxyEndpoint::kCompletions},
                                                              {"/v1/chat/completions", ProxyEndpoint::kChat},
@@ -337,12 +337,12 @@ void RouterService::add_routes(server::HttpServer& server) {
     server.route("POST", entry.first, [impl, ep](const HttpRequest& r, ResponseWriter w) { impl->enqueue(ep, r, std::move(w)); });
   }
   server.route("GET", "/health", [](const HttpRequest&, ResponseWriter w) {
-    w.send(server::json_response(200, nlohmann::json{{"status", "ok"}}));
+    w.send(http::json_response(200, nlohmann::json{{"status", "ok"}}));
   });
   server.route("GET", "/ready", [impl](const HttpRequest&, ResponseWriter w) {
     const size_t live = impl->pool.eligible_count();
     const bool ready = live > 0 && !impl->draining.load();
-    w.send(server::json_response(ready ? 200 : 503, nlohmann::json{{"status", ready ? "ready" : "no_cell"}, {"cells", live}}));
+    w.send(http::json_response(ready ? 200 : 503, nlohmann::json{{"status", ready ? "ready" : "no_cell"}, {"cells", live}}));
   });
   server.route("GET", "/metrics", [impl](const HttpRequest&, ResponseWriter w) {
     int64_t alive = 0, dead = 0, unknown = 0, draining = 0;
@@ -357,7 +357,7 @@ void RouterService::add_routes(server::HttpServer& server) {
     impl->cells_gauge.with({"dead"}).set(static_cast<double>(dead));
     impl->cells_gauge.with({"unknown"}).set(static_cast<double>(unknown));
     impl->cells_gauge.with({"draining"}).set(static_cast<double>(draining));
-    w.send(server::text_response(200, impl->metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
+    w.send(http::text_response(200, impl->metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
   });
   auto models = [impl](const HttpRequest& r, ResponseWriter w) {
     std::shared_ptr<Cell> cell = impl->pool.any_eligible();
@@ -382,7 +382,7 @@ void RouterService::add_routes(server::HttpServer& server) {
   server.route("GET", "/admin/cells", [impl](const HttpRequest&, ResponseWriter w) {
     nlohmann::json cells = nlohmann::json::array();
     for (const auto& c : impl->pool.cells()) cells.push_back(c->describe());
-    w.send(server::json_response(200, nlohmann::json{{"cells", cells}, {"policy", impl->options.policy}}));
+    w.send(http::json_response(200, nlohmann::json{{"cells", cells}, {"policy", impl->options.policy}}));
   });
   auto admin_url = [impl](const HttpRequest& r, ResponseWriter& w) -> std::optional<std::string> {
     if (!impl->admin_allowed(r)) {
@@ -402,20 +402,20 @@ void RouterService::add_routes(server::HttpServer& server) {
     if (!impl->options.discovery.empty()) {
       // The cell registers itself on etcd under its own lease: no router holds it, so
       // losing this router loses no registration.
-      w.send(server::json_response(200, nlohmann::json{{"url", *url}, {"discovery", impl->options.discovery}}));
+      w.send(http::json_response(200, nlohmann::json{{"url", *url}, {"discovery", impl->options.discovery}}));
       return;
     }
     if (Status s = impl->pool.add(*url, CellSource::kJoin); !s.ok()) {
       w.send(error(400, s.message()));
       return;
     }
-    w.send(server::json_response(200, nlohmann::json{{"url", *url}, {"discovery", nullptr}}));
+    w.send(http::json_response(200, nlohmann::json{{"url", *url}, {"discovery", nullptr}}));
   });
   server.route("POST", "/admin/cells/leave", [impl, admin_url](const HttpRequest& r, ResponseWriter w) {
     std::optional<std::string> url = admin_url(r, w);
     if (!url) return;
     impl->pool.remove(*url);
-    w.send(server::json_response(200, nlohmann::json{{"url", *url}, {"left", true}}));
+    w.send(http::json_response(200, nlohmann::json{{"url", *url}, {"left", true}}));
   });
 }
 

@@ -37,7 +37,7 @@
 #include "cluster/cell_pool.h"
 #include "cluster/routing_policy.h"
 
-namespace th::server {
+namespace th::http {
 class HttpServer;
 }
 
@@ -67,7 +67,7 @@ class RouterService {
   /// @brief Checks the options (an unknown policy is an error) and starts the workers.
   Status start();
   /// @brief Registers every route on `server` (before it starts).
-  void add_routes(server::HttpServer& server);
+  void add_routes(http::HttpServer& server);
   /// @brief New requests get 503; requests in flight go on.
   void drain();
   /// @brief Cancels whatever is in flight and joins the workers.

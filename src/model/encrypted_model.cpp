@@ -18,7 +18,7 @@
 #include <memory>
 #include <thread>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace th {
 

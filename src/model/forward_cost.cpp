@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace th {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tensor/quant.h"
 
 namespace th {

@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tensor/quant.h"
 
 namespace th {

@@ -75,26 +75,7 @@ std::optional<int32_t> parse_priority(std::string_view s) {
   return v;
 }
 
-// OR of the bytes' differences: 0 exactly when equal. The loop has no branch
-// on the data; the empty asm makes the accumulator opaque, so the compiler
-// cannot turn the loop into one that exits at the first difference.
-uint32_t difference(const uint8_t* a, const uint8_t* b, size_t n) {
-  uint32_t diff = 0;
-  for (size_t i = 0; i < n; ++i) diff |= static_cast<uint32_t>(a[i] ^ b[i]);
-#if defined(__GNUC__)
-  __asm__ __volatile__("" : "+r"(diff));
-#endif
-  return diff;
-}
-
-// 1 when x == 0, else 0, without a branch (x < 2^63).
-uint64_t is_zero(uint64_t x) { return (x - 1) >> 63; }
-
 }  // namespace
-
-bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t n) {
-  return is_zero(difference(a, b, n)) == 1;
-}
 
 std::string priority_name(int32_t priority) {
   switch (priority) {
@@ -105,9 +86,9 @@ std::string priority_name(int32_t priority) {
   }
 }
 
-std::optional<ApiError> check_priority(const ApiKey& key, int32_t requested) {
+std::optional<http::ApiError> check_priority(const ApiKey& key, int32_t requested) {
   if (requested >= key.max_priority) return std::nullopt;
-  ApiError e;
+  http::ApiError e;
   e.message = cat("priority ", priority_name(requested), " not allowed for this key (the most important it may ask for is ",
                   priority_name(key.max_priority), ")");
   e.param = "priority";
@@ -225,8 +206,8 @@ const ApiKey* ApiKeyStore::find_key(std::string_view presented) const {
   uint64_t found = 0;  // index + 1 of the match; 0 for none
   for (size_t i = 0; i < keys_.size(); ++i) {
     uint32_t diff = too_long | static_cast<uint32_t>(keys_[i].key.size() ^ n);
-    diff |= difference(padded_.data() + i * kMaxApiKeyLength, candidate, kMaxApiKeyLength);
-    found |= (uint64_t{0} - is_zero(diff)) & (i + 1);
+    diff |= http::constant_time_difference(padded_.data() + i * kMaxApiKeyLength, candidate, kMaxApiKeyLength);
+    found |= (uint64_t{0} - http::constant_time_is_zero(diff)) & (i + 1);
   }
   return found == 0 ? nullptr : &keys_[found - 1];
 }
@@ -236,18 +217,11 @@ const ApiKey* ApiKeyStore::authenticate(std::string_view value) const {
   while (!value.empty() && is_blank(value.back())) value.remove_suffix(1);
   size_t sp = 0;
   while (sp < value.size() && !is_blank(value[sp])) ++sp;
-  if (!iequals_lower(value.substr(0, sp), "bearer")) return nullptr;
+  if (!http::iequals_lower(value.substr(0, sp), "bearer")) return nullptr;
   std::string_view key = value.substr(sp);
   while (!key.empty() && is_blank(key.front())) key.remove_prefix(1);
   if (key.empty()) return nullptr;
   return find_key(key);
-}
-
-bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token) {
-  const std::string want = "Bearer " + std::string(token);
-  if (!authorization || authorization->size() != want.size()) return false;
-  return constant_time_equal(reinterpret_cast<const uint8_t*>(authorization->data()),
-                             reinterpret_cast<const uint8_t*>(want.data()), want.size());
 }
 
 }  // namespace th::server

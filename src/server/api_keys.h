@@ -32,7 +32,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "server/http_response.h"
+#include "http/bearer.h"
+#include "http/http_response.h"
 
 namespace th::server {
 
@@ -63,7 +64,7 @@ std::string priority_name(int32_t priority);
 /// @brief The 403 for a request asking for a priority more important than
 /// `key` allows ("priority high not allowed for this key", param "priority"),
 /// or nullopt when it is allowed.
-std::optional<ApiError> check_priority(const ApiKey& key, int32_t requested);
+std::optional<http::ApiError> check_priority(const ApiKey& key, int32_t requested);
 
 /// @brief The keys of one file, and the lookup of an Authorization header.
 class ApiKeyStore {
@@ -96,12 +97,5 @@ class ApiKeyStore {
   std::vector<uint8_t> padded_;
 };
 
-/// @brief Compares `a` and `b`, each of exactly `n` bytes, in time that
-/// depends only on `n`: true when equal.
-bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t n);
-
-/// @brief True when `authorization` (the header's value, if any) is exactly
-/// "Bearer <token>"; compared in constant time. The admin endpoints' check.
-bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token);
 
 }  // namespace th::server

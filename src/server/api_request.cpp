@@ -66,15 +66,15 @@ class DomBuilder {
   }
 
   bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& ex) {
-    error_ = ApiError{cat("invalid JSON at byte ", position, ": ", reason(ex)), "", path(), std::nullopt};
+    error_ = http::ApiError{cat("invalid JSON at byte ", position, ": ", reason(ex)), "", path(), std::nullopt};
     return false;
   }
 
   Json& root() { return root_; }
   /// @brief Why the parse stopped: a syntax error or too deep a nesting.
-  ApiError error() const {
+  http::ApiError error() const {
     if (error_) return *error_;
-    return ApiError{cat("invalid JSON: arrays and objects nested deeper than ", max_depth_, " levels"), "",
+    return http::ApiError{cat("invalid JSON: arrays and objects nested deeper than ", max_depth_, " levels"), "",
                     std::nullopt, std::nullopt};
   }
 
@@ -188,7 +188,7 @@ class DomBuilder {
   size_t max_depth_;
   Json root_;
   std::vector<Frame> frames_;
-  std::optional<ApiError> error_;
+  std::optional<http::ApiError> error_;
 };
 
 /// @brief "a string", "an integer", ...: what a value is, for messages.
@@ -242,10 +242,10 @@ class RequestReader {
     for (auto& [k, v] : body.get_ref<Json::object_t&>()) fields_.emplace(k, &v);
   }
 
-  std::optional<ApiError> error;
+  std::optional<http::ApiError> error;
 
   bool fail(std::string param, std::string message) {
-    error = ApiError{param + ' ' + message, "", std::move(param), std::nullopt};
+    error = http::ApiError{param + ' ' + message, "", std::move(param), std::nullopt};
     return false;
   }
 
@@ -661,18 +661,18 @@ class RequestReader {
 
 ApiParseResult parse_api_request(ApiEndpoint endpoint, std::string_view body, const ApiRequestLimits& limits) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    return ApiError{"the request body is empty: send a JSON object", "", std::nullopt, std::nullopt};
+    return http::ApiError{"the request body is empty: send a JSON object", "", std::nullopt, std::nullopt};
   DomBuilder dom(limits.max_depth);
   if (!Json::sax_parse(body.begin(), body.end(), &dom)) return dom.error();
   if (!dom.root().is_object())
-    return ApiError{cat("the request body must be a JSON object, got ", kind(dom.root())), "", std::nullopt,
+    return http::ApiError{cat("the request body must be a JSON object, got ", kind(dom.root())), "", std::nullopt,
                     std::nullopt};
   RequestReader reader(endpoint, dom.root(), limits);
   ApiRequest r;
   if (!reader.read(r)) return *reader.error;
   // Every range above is at least as strict as the sampler's; this only
   // guards against the two drifting apart.
-  if (Status s = r.sampling.validate(); !s.ok()) return ApiError{s.message(), "", std::nullopt, std::nullopt};
+  if (Status s = r.sampling.validate(); !s.ok()) return http::ApiError{s.message(), "", std::nullopt, std::nullopt};
   return r;
 }
 

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
-#include "server/http_response.h"
+#include "http/http_response.h"
 
 namespace th::server {
 
@@ -110,7 +110,7 @@ struct ApiRequest {
 };
 
 /// @brief The request, or the 400 that says which field is wrong (param set).
-using ApiParseResult = std::variant<ApiRequest, ApiError>;
+using ApiParseResult = std::variant<ApiRequest, http::ApiError>;
 
 /// @brief Parses and validates a request body for `endpoint`. Unknown fields
 /// are ignored (as OpenAI does) and null means absent; a known field of the

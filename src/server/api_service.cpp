@@ -20,10 +20,10 @@
 #include "engine/engine.h"
 #include "server/access_log.h"
 #include "server/api_keys.h"
-#include "server/audit_log.h"
-#include "server/http_server.h"
-#include "server/pii_recognizers.h"
-#include "server/pii_redactor.h"
+#include "audit/audit_log.h"
+#include "http/http_server.h"
+#include "pii/pii_recognizers.h"
+#include "pii/pii_redactor.h"
 #include "server/rate_limiter.h"
 #include "server/serving_metrics.h"
 #include "server/stop_strings.h"
@@ -39,8 +39,8 @@ using Clock = std::chrono::steady_clock;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-HttpResponse ordered_json_response(int status, const json& body) {
-  HttpResponse r;
+http::HttpResponse ordered_json_response(int status, const json& body) {
+  http::HttpResponse r;
   r.status = status;
   r.set_header("Content-Type", "application/json");
   r.body = dump(body);
@@ -54,8 +54,8 @@ struct Choice {
   std::optional<RequestStream> stream;
   std::optional<Detokenizer> detok;
   std::optional<StopStringFilter> stop;
-  std::unique_ptr<StreamingRedactor> pii_mask;      // the tenant's policy: mask personal data in the output
-  std::unique_ptr<StreamingRestorer> pii_restore;   // ... or restore the prompt's pseudonyms in it
+  std::unique_ptr<pii::StreamingRedactor> pii_mask;      // the tenant's policy: mask personal data in the output
+  std::unique_ptr<pii::StreamingRestorer> pii_restore;   // ... or restore the prompt's pseudonyms in it
   std::string text;                 // everything released so far
   std::vector<int32_t> token_ids;   // every generated token
   std::vector<TokenEvent> logprob_events;  // with logprobs: every generated token's event (no text)
@@ -74,7 +74,7 @@ struct Call {
   uint64_t id = 0;
   ApiRequest req;
   std::string request_id, path;
-  ResponseWriter writer;
+  http::ResponseWriter writer;
   std::string tenant;
   Clock::time_point received;
   int64_t created = 0;  // unix seconds
@@ -87,7 +87,7 @@ struct Call {
   bool streaming = false;   // the SSE stream has started
   bool client_gone = false;
   const ApiKey* key = nullptr;  // with --api-keys
-  std::unique_ptr<Redactor> redactor;  // with a key whose pii policy is mask or pseudonymize
+  std::unique_ptr<pii::Redactor> redactor;  // with a key whose pii policy is mask or pseudonymize
   int64_t token_estimate = 0;   // what the rate limiter was charged up front
   int status = 0;               // the status sent (0: nothing yet)
   bool logged = false;          // its access-log line is written (a refusal logs at once)
@@ -166,9 +166,9 @@ struct ApiService::Impl {
   std::mt19937_64 rng;
 
   // --- event-loop side
-  void handle_generation(ApiEndpoint ep, const HttpRequest& r, ResponseWriter w);
-  void handle_models(const HttpRequest& r, ResponseWriter w);
-  bool check_ready(const HttpRequest& r, ResponseWriter& w);
+  void handle_generation(ApiEndpoint ep, const http::HttpRequest& r, http::ResponseWriter w);
+  void handle_models(const http::HttpRequest& r, http::ResponseWriter w);
+  bool check_ready(const http::HttpRequest& r, http::ResponseWriter& w);
 
   // --- responder side
   void run();
@@ -182,22 +182,22 @@ struct ApiService::Impl {
   void take_event(Call& c, Choice& ch, TokenEvent e);
   bool replay(Call& c, Choice& ch, GenerateRequest& g);
   void finish_choice(Choice& ch, FinishReason outcome);
-  void reject(ResponseWriter& w, int status, ApiError e, std::string_view reason, const Requester& who,
+  void reject(http::ResponseWriter& w, int status, http::ApiError e, std::string_view reason, const Requester& who,
               std::chrono::seconds retry_after = std::chrono::seconds(0));
-  const ApiKey* authenticate(const HttpRequest& r, ResponseWriter& w);
+  const ApiKey* authenticate(const http::HttpRequest& r, http::ResponseWriter& w);
   void account(Call& c);
-  void audit_append(const AuditEntry& e);
-  void refuse(Call& c, int status, ApiError e, std::string_view reason,
+  void audit_append(const audit::AuditEntry& e);
+  void refuse(Call& c, int status, http::ApiError e, std::string_view reason,
               std::chrono::seconds retry_after = std::chrono::seconds(0));
   bool complete(Call& c) const;
   void respond(Call& c);
-  void fail(Call& c, int status, ApiError e);
+  void fail(Call& c, int status, http::ApiError e);
   void drop(Call& c);
 
   json usage(const Call& c) const;
   json chunk(const Call& c) const;
   json load();
-  bool admin_allowed(const HttpRequest& r) const;
+  bool admin_allowed(const http::HttpRequest& r) const;
   std::mutex rate_mu;  // the tokens/s window of load()
   Clock::time_point rate_at{};
   int64_t rate_tokens = 0;
@@ -209,30 +209,30 @@ struct ApiService::Impl {
 // ---------------------------------------------------------------------------
 // Event loops: parse, check, hand over.
 
-bool ApiService::Impl::check_ready(const HttpRequest& r, ResponseWriter& w) {
+bool ApiService::Impl::check_ready(const http::HttpRequest& r, http::ResponseWriter& w) {
   const int s = state.load(std::memory_order_acquire);
   if (s == kReady) return true;
   reject(w, 503,
-         ApiError{s == kLoading ? "the model is still loading" : "the server is shutting down", "", std::nullopt,
+         http::ApiError{s == kLoading ? "the model is still loading" : "the server is shutting down", "", std::nullopt,
                   std::string(s == kLoading ? "loading" : "draining")},
          "not_ready", Requester{r.id, r.method, r.path, ""});
   return false;
 }
 
-void ApiService::Impl::handle_generation(ApiEndpoint ep, const HttpRequest& r, ResponseWriter w) {
+void ApiService::Impl::handle_generation(ApiEndpoint ep, const http::HttpRequest& r, http::ResponseWriter w) {
   if (!check_ready(r, w)) return;
   const ApiKey* key = nullptr;
   if (options.keys && !(key = authenticate(r, w))) return;
   const Requester who{r.id, r.method, r.path, key ? key->tenant : "", key};
   ApiParseResult parsed = parse_api_request(ep, r.body, options.limits);
-  if (ApiError* e = std::get_if<ApiError>(&parsed)) {
+  if (http::ApiError* e = std::get_if<http::ApiError>(&parsed)) {
     reject(w, 400, std::move(*e), "invalid", who);
     return;
   }
   auto call = std::make_shared<Call>();
   call->req = std::move(std::get<ApiRequest>(parsed));
   if (key) {
-    if (std::optional<ApiError> e = check_priority(*key, call->req.priority)) {
+    if (std::optional<http::ApiError> e = check_priority(*key, call->req.priority)) {
       reject(w, 403, std::move(*e), "invalid", who);
       return;
     }
@@ -241,7 +241,7 @@ void ApiService::Impl::handle_generation(ApiEndpoint ep, const HttpRequest& r, R
   }
   if (!call->req.model.empty() && call->req.model != options.model_name) {
     reject(w, 404,
-           ApiError{cat("The model `", call->req.model, "` does not exist (this server serves `", options.model_name, "`)"),
+           http::ApiError{cat("The model `", call->req.model, "` does not exist (this server serves `", options.model_name, "`)"),
                     "", std::string("model"), std::string("model_not_found")},
            "invalid", who);
     return;
@@ -264,7 +264,7 @@ void ApiService::Impl::handle_generation(ApiEndpoint ep, const HttpRequest& r, R
   mailbox->cv.notify_one();
 }
 
-void ApiService::Impl::handle_models(const HttpRequest& r, ResponseWriter w) {
+void ApiService::Impl::handle_models(const http::HttpRequest& r, http::ResponseWriter w) {
   if (options.keys && !authenticate(r, w)) return;
   json model = {{"id", options.model_name},
                 {"object", "model"},
@@ -277,7 +277,7 @@ void ApiService::Impl::handle_models(const HttpRequest& r, ResponseWriter w) {
   }
   const std::string_view name = std::string_view(r.path).substr(std::string_view("/v1/models/").size());
   if (name != options.model_name) {
-    w.send(error_response(404, ApiError{cat("The model `", name, "` does not exist"), "", std::string("model"),
+    w.send(http::error_response(404, http::ApiError{cat("The model `", name, "` does not exist"), "", std::string("model"),
                                         std::string("model_not_found")}));
     return;
   }
@@ -401,20 +401,20 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
   Call& c = *cp;
   const ApiRequest& q = c.req;
   if (c.key && c.key->pii != PiiPolicy::Off) {
-    RedactPolicy policy;
-    policy.mode = c.key->pii == PiiPolicy::Mask ? RedactMode::kMask : RedactMode::kPseudonymize;
-    c.redactor = std::make_unique<Redactor>(policy);
+    pii::RedactPolicy policy;
+    policy.mode = c.key->pii == PiiPolicy::Mask ? pii::RedactMode::kMask : pii::RedactMode::kPseudonymize;
+    c.redactor = std::make_unique<pii::Redactor>(policy);
   }
   std::string param;
   if (Status s = tokenize(c, &param); !s.ok()) {
-    fail(c, 400, ApiError{s.message(), "", param, std::nullopt});
+    fail(c, 400, http::ApiError{s.message(), "", param, std::nullopt});
     if (options.metrics) options.metrics->record_rejected("invalid");
     return;
   }
   const int64_t n_choices = static_cast<int64_t>(c.prompt_ids.size()) * q.n;
   if (pending.load() + n_choices > options.max_pending) {
     refuse(c, 429,
-           ApiError{cat("the server is at capacity (", options.max_pending, " requests in flight); retry later"), "",
+           http::ApiError{cat("the server is at capacity (", options.max_pending, " requests in flight); retry later"), "",
                     std::nullopt, std::string("queue_full")},
            "queue_full");
     return;
@@ -423,7 +423,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     int64_t& busy = tenant_in_flight[c.tenant];
     if (busy >= c.key->max_concurrency) {
       refuse(c, 429,
-             ApiError{cat("this tenant has ", busy, " requests in flight, its limit; retry when one finishes"), "",
+             http::ApiError{cat("this tenant has ", busy, " requests in flight, its limit; retry when one finishes"), "",
                       std::nullopt, std::string("concurrency_limit_exceeded")},
              "rate_limited");
       return;
@@ -440,7 +440,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     RateLimiter::Decision d = options.rate_limiter->admit(*c.key, estimate, Clock::now());
     if (!d.allowed) {
       refuse(c, 429,
-             ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
+             http::ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
                           d.retry_after.count(), " s"),
                       "", std::nullopt, std::string("rate_limit_exceeded")},
              "rate_limited", d.retry_after);
@@ -461,9 +461,9 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
       // keeps its leading space (it is dropped only right after BOS).
       for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
       ch.stop.emplace(q.stop);
-      if (c.redactor && c.redactor->policy().mode == RedactMode::kMask) ch.pii_mask = std::make_unique<StreamingRedactor>(*c.redactor);
-      if (c.redactor && c.redactor->policy().mode == RedactMode::kPseudonymize)
-        ch.pii_restore = std::make_unique<StreamingRestorer>(*c.redactor);
+      if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kMask) ch.pii_mask = std::make_unique<pii::StreamingRedactor>(*c.redactor);
+      if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kPseudonymize)
+        ch.pii_restore = std::make_unique<pii::StreamingRestorer>(*c.redactor);
       GenerateRequest g;
       g.prompt = c.prompt_ids[p];
       g.sampling = q.sampling;
@@ -487,7 +487,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
           pending.fetch_sub(1);
         }
         const bool compute = q.compute_type != ComputeType::Auto && s.message().find("compute type") != std::string::npos;
-        fail(c, 400, ApiError{strip_request_prefix(s.message()), "", std::string(compute ? "compute_type" : param), std::nullopt});
+        fail(c, 400, http::ApiError{strip_request_prefix(s.message()), "", std::string(compute ? "compute_type" : param), std::nullopt});
         if (options.metrics) options.metrics->record_rejected("invalid");
         return;
       }
@@ -767,7 +767,7 @@ void ApiService::Impl::respond(Call& c) {
   if (c.choices.empty()) return;  // answered already (an error)
   if (failed) {
     c.status = 500;
-    c.writer.send(error_response(500, ApiError{failed->error, "", std::nullopt, std::nullopt}));
+    c.writer.send(http::error_response(500, http::ApiError{failed->error, "", std::nullopt, std::nullopt}));
     return;
   }
   json j = {{"id", c.response_id},
@@ -779,7 +779,7 @@ void ApiService::Impl::respond(Call& c) {
   for (const Choice& ch : c.choices) {
     json choice = {{"index", ch.index}};
     const std::string prefix = !q.echo ? std::string()
-                               : c.redactor && c.redactor->policy().mode == RedactMode::kPseudonymize
+                               : c.redactor && c.redactor->policy().mode == pii::RedactMode::kPseudonymize
                                    ? c.redactor->restore(c.prompt_texts[ch.prompt_index])
                                    : c.prompt_texts[ch.prompt_index];
     if (q.endpoint == ApiEndpoint::ChatCompletions) {
@@ -805,9 +805,9 @@ void ApiService::Impl::respond(Call& c) {
   c.writer.send(ordered_json_response(200, j));
 }
 
-void ApiService::Impl::fail(Call& c, int status, ApiError e) {
+void ApiService::Impl::fail(Call& c, int status, http::ApiError e) {
   c.status = status;
-  c.writer.send(error_response(status, std::move(e)));
+  c.writer.send(http::error_response(status, std::move(e)));
   c.choices.clear();
   c.submitted = true;
 }
@@ -826,10 +826,10 @@ void ApiService::Impl::drop(Call& c) {
   }
 }
 
-void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::string_view reason, const Requester& who,
+void ApiService::Impl::reject(http::ResponseWriter& w, int status, http::ApiError e, std::string_view reason, const Requester& who,
                               std::chrono::seconds retry_after) {
-  HttpResponse r = error_response(status, std::move(e));
-  if (status == 429 || status == 503) set_retry_after(r, retry_after.count() > 0 ? retry_after : options.retry_after);
+  http::HttpResponse r = http::error_response(status, std::move(e));
+  if (status == 429 || status == 503) http::set_retry_after(r, retry_after.count() > 0 ? retry_after : options.retry_after);
   if (status == 401) r.set_header("WWW-Authenticate", "Bearer");
   w.send(std::move(r));
   if (options.metrics) options.metrics->record_rejected(reason);
@@ -838,18 +838,18 @@ void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::st
     a.time = std::chrono::system_clock::now();
     a.request_id = who.request_id;
     a.method = who.method;
-    a.path = redact_for_log(who.path);  // logs never hold personal data
+    a.path = pii::redact_for_log(who.path);  // logs never hold personal data
     a.status = status;
     a.tenant = who.tenant;
     options.access_log->write(a);
   }
   if (options.audit) {
-    AuditEntry e;
+    audit::AuditEntry e;
     e.time = std::chrono::system_clock::now();
     e.request_id = who.request_id;
     e.tenant = who.tenant;
-    if (who.key) e.key_id = audit_key_id(who.key->key);
-    e.route = redact_for_log(who.path);
+    if (who.key) e.key_id = audit::audit_key_id(who.key->key);
+    e.route = pii::redact_for_log(who.path);
     e.model = options.model_name;
     e.status = status;
     e.outcome = std::string(reason);
@@ -857,7 +857,7 @@ void ApiService::Impl::reject(ResponseWriter& w, int status, ApiError e, std::st
   }
 }
 
-void ApiService::Impl::audit_append(const AuditEntry& e) {
+void ApiService::Impl::audit_append(const audit::AuditEntry& e) {
   // A failed append must not fail the request; it is logged (the log itself then refuses
   // further appends, and `audit verify` shows where it stopped).
   if (Result<uint64_t> r = options.audit->append(e); !r.ok())
@@ -866,7 +866,7 @@ void ApiService::Impl::audit_append(const AuditEntry& e) {
 
 // A call turned away before the engine saw it (queue, concurrency or rate limits): answered
 // and logged now; the responder then finishes it like any other.
-void ApiService::Impl::refuse(Call& c, int status, ApiError e, std::string_view reason, std::chrono::seconds retry_after) {
+void ApiService::Impl::refuse(Call& c, int status, http::ApiError e, std::string_view reason, std::chrono::seconds retry_after) {
   c.status = status;
   reject(c.writer, status, std::move(e), reason, Requester{c.request_id, "POST", c.path, c.tenant, c.key}, retry_after);
   c.logged = true;
@@ -904,17 +904,17 @@ json ApiService::Impl::load() {
   return j;
 }
 
-bool ApiService::Impl::admin_allowed(const HttpRequest& r) const {
+bool ApiService::Impl::admin_allowed(const http::HttpRequest& r) const {
   if (options.admin_token.empty()) return options.keys == nullptr;
-  return bearer_matches(r.header("authorization"), options.admin_token);
+  return http::bearer_matches(r.header("authorization"), options.admin_token);
 }
 
-const ApiKey* ApiService::Impl::authenticate(const HttpRequest& r, ResponseWriter& w) {
+const ApiKey* ApiService::Impl::authenticate(const http::HttpRequest& r, http::ResponseWriter& w) {
   std::optional<std::string_view> auth = r.header("authorization");
   const ApiKey* key = auth ? options.keys->authenticate(*auth) : nullptr;
   if (!key)
     reject(w, 401,
-           ApiError{auth ? "Incorrect API key provided" : "No API key provided: send Authorization: Bearer <key>", "",
+           http::ApiError{auth ? "Incorrect API key provided" : "No API key provided: send Authorization: Bearer <key>", "",
                     std::nullopt, std::string("invalid_api_key")},
            "unauthorized", Requester{r.id, r.method, r.path, ""});
   return key;
@@ -940,11 +940,11 @@ void ApiService::Impl::account(Call& c) {
   if (c.logged) return;
   c.logged = true;
   if (options.audit) {
-    AuditEntry e;
+    audit::AuditEntry e;
     e.time = std::chrono::system_clock::now();
     e.request_id = c.request_id;
     e.tenant = c.tenant;
-    if (c.key) e.key_id = audit_key_id(c.key->key);
+    if (c.key) e.key_id = audit::audit_key_id(c.key->key);
     e.route = c.path;
     e.model = options.model_name;
     e.priority = c.req.priority;
@@ -953,10 +953,10 @@ void ApiService::Impl::account(Call& c) {
     e.prompt_tokens = static_cast<uint64_t>(prompt);
     e.completion_tokens = static_cast<uint64_t>(completion);
     e.latency_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c.received).count());
-    e.prompt_sha256 = audit_texts_digest(c.prompt_texts);
+    e.prompt_sha256 = audit::audit_texts_digest(c.prompt_texts);
     std::vector<std::string> outputs;
     for (const Choice& ch : c.choices) outputs.push_back(ch.text);
-    e.output_sha256 = audit_texts_digest(outputs);
+    e.output_sha256 = audit::audit_texts_digest(outputs);
     audit_append(e);
   }
   if (!options.access_log) return;
@@ -964,7 +964,7 @@ void ApiService::Impl::account(Call& c) {
   a.time = std::chrono::system_clock::now();
   a.request_id = c.request_id;
   a.method = "POST";
-  a.path = redact_for_log(c.path);
+  a.path = pii::redact_for_log(c.path);
   a.status = c.status ? c.status : 499;  // 499: the client went away first (nginx's code)
   a.tenant = c.tenant;
   a.prompt_tokens = prompt;
@@ -990,35 +990,35 @@ ApiService::ApiService(ApiServiceOptions options) : impl_(std::make_unique<Impl>
 
 ApiService::~ApiService() { stop(); }
 
-void ApiService::add_routes(HttpServer& server) {
+void ApiService::add_routes(http::HttpServer& server) {
   Impl* impl = impl_.get();
-  server.route("GET", "/health", [](const HttpRequest&, ResponseWriter w) {
+  server.route("GET", "/health", [](const http::HttpRequest&, http::ResponseWriter w) {
     w.send(ordered_json_response(200, json{{"status", "ok"}}));
   });
-  server.route("GET", "/ready", [impl](const HttpRequest&, ResponseWriter w) {
+  server.route("GET", "/ready", [impl](const http::HttpRequest&, http::ResponseWriter w) {
     const int s = impl->state.load(std::memory_order_acquire);
     if (s == Impl::kReady) {
       w.send(ordered_json_response(200, json{{"status", "ready"}}));
       return;
     }
-    HttpResponse r = ordered_json_response(503, json{{"status", s == Impl::kLoading ? "loading" : "draining"}});
-    set_retry_after(r, impl->options.retry_after);
+    http::HttpResponse r = ordered_json_response(503, json{{"status", s == Impl::kLoading ? "loading" : "draining"}});
+    http::set_retry_after(r, impl->options.retry_after);
     w.send(std::move(r));
   });
  if (impl->options.metrics) {
-    HttpServer* http = &server;
-    server.route("GET", "/metrics", [impl, http](const HttpRequest&, ResponseWriter w) {
+    http::HttpServer* http = &server;
+    server.route("GET", "/metrics", [impl, http](const http::HttpRequest&, http::ResponseWriter w) {
       ServingMetrics& m = *impl->options.metrics;
       if (const Engine* e = impl->engine.load(std::memory_order_acquire)) m.set_engine(e->stats());
       m.set_http(http->stats());
-      w.send(text_response(200, m.render(), std::string(kPrometheusContentType)));
+      w.send(http::text_response(200, m.render(), std::string(http::kPrometheusContentType)));
     });
   }
-  server.route("GET", "/admin/load", [impl](const HttpRequest&, ResponseWriter w) { w.send(ordered_json_response(200, impl->load())); });
-  server.route("POST", "/admin/drain", [impl](const HttpRequest& r, ResponseWriter w) {
+  server.route("GET", "/admin/load", [impl](const http::HttpRequest&, http::ResponseWriter w) { w.send(ordered_json_response(200, impl->load())); });
+  server.route("POST", "/admin/drain", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     if (!impl->admin_allowed(r)) {
-      w.send(error_response(impl->options.admin_token.empty() ? 403 : 401,
-                            ApiError{impl->options.admin_token.empty() ? "admin endpoints need --admin-token when API keys are on"
+      w.send(http::error_response(impl->options.admin_token.empty() ? 403 : 401,
+                            http::ApiError{impl->options.admin_token.empty() ? "admin endpoints need --admin-token when API keys are on"
                                                                        : "admin endpoints need Authorization: Bearer <admin token>",
                                      "", std::nullopt, std::string("admin_forbidden")}));
       return;
@@ -1027,15 +1027,15 @@ void ApiService::add_routes(HttpServer& server) {
     impl->state.compare_exchange_strong(expected, Impl::kDraining);
     w.send(ordered_json_response(200, json{{"status", "draining"}, {"in_flight", impl->in_flight.load()}}));
   });
-  server.route("GET", "/v1/models", [impl](const HttpRequest& r, ResponseWriter w) { impl->handle_models(r, std::move(w)); });
-  server.route("GET", "/v1/models/*", [impl](const HttpRequest& r, ResponseWriter w) { impl->handle_models(r, std::move(w)); });
-  server.route("POST", "/v1/completions", [impl](const HttpRequest& r, ResponseWriter w) {
+  server.route("GET", "/v1/models", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_models(r, std::move(w)); });
+  server.route("GET", "/v1/models/*", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_models(r, std::move(w)); });
+  server.route("POST", "/v1/completions", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     impl->handle_generation(ApiEndpoint::Completions, r, std::move(w));
   });
-  server.route("POST", "/v1/chat/completions", [impl](const HttpRequest& r, ResponseWriter w) {
+  server.route("POST", "/v1/chat/completions", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     impl->handle_generation(ApiEndpoint::ChatCompletions, r, std::move(w));
   });
-  server.route("POST", "/v1/generate", [impl](const HttpRequest& r, ResponseWriter w) {
+  server.route("POST", "/v1/generate", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     impl->handle_generation(ApiEndpoint::Generate, r, std::move(w));
   });
 }

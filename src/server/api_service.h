@@ -34,15 +34,19 @@ class Engine;
 class Tokenizer;
 class ChatTemplate;
 }  // namespace th
+namespace th::http {
+class HttpServer;
+}
+namespace th::audit {
+class AuditLog;
+}
 
 namespace th::server {
 
-class HttpServer;
 class ApiKeyStore;
 class RateLimiter;
 class AccessLog;
 class ServingMetrics;
-class AuditLog;
 
 struct ApiServiceOptions {
   std::string model_name = "default";  // the id /v1/models lists and requests must name
@@ -56,7 +60,7 @@ struct ApiServiceOptions {
   RateLimiter* rate_limiter = nullptr;
   AccessLog* access_log = nullptr;
   ServingMetrics* metrics = nullptr;
-  AuditLog* audit = nullptr;  // one tamper-evident entry per request (digests, never text)
+  audit::AuditLog* audit = nullptr;  // one tamper-evident entry per request (digests, never text)
   // POST /admin/drain needs "Authorization: Bearer <admin_token>" when set. Unset, it is
   // open without API keys (like every endpoint) and refused (403) with them.
   std::string admin_token;
@@ -71,7 +75,7 @@ class ApiService {
   ApiService& operator=(const ApiService&) = delete;
 
   /// @brief Registers every route on `server` (before it starts).
-  void add_routes(HttpServer& server);
+  void add_routes(http::HttpServer& server);
   /// @brief The model is loaded: generation endpoints open and /ready says 200. The
   /// engine must be running (Engine::start) and, with the tokenizer and template,
   /// outlive stop().

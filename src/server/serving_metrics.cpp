@@ -30,7 +30,7 @@ const std::vector<double>& ServingMetrics::queue_buckets() {
 }
 
 ServingMetrics::ServingMetrics(std::string_view version) {
-  MetricsRegistry& r = registry_;
+  http::MetricsRegistry& r = registry_;
   r.gauge("tokenhive_build_info", "Always 1; the labels say which build serves.", {"version"}).with({version}).set(1);
 
   // Requests, as they finish.
@@ -57,12 +57,12 @@ ServingMetrics::ServingMetrics(std::string_view version) {
   prefix_hit_tokens_ = &r.counter("tokenhive_prefix_cache_hit_tokens_total",
                                   "Prompt tokens of finished requests that their admission found in the prefix cache.")
                             .with();
-  CounterFamily& outcomes =
+  http::CounterFamily& outcomes =
       r.counter("tokenhive_requests_total", "Requests the engine ran to an end, by how they ended.", {"outcome"});
   for (FinishReason f : {FinishReason::Stop, FinishReason::Length, FinishReason::Cancelled, FinishReason::Deadline,
                          FinishReason::Error})
     outcome_[static_cast<size_t>(f)] = &outcomes.with({finish_reason_name(f)});
-  CounterFamily& rejected = r.counter("tokenhive_requests_rejected_total",
+  http::CounterFamily& rejected = r.counter("tokenhive_requests_rejected_total",
                                       "Requests refused before the engine ran them, by reason.", {"reason"});
   for (size_t i = 0; i < std::size(kRejectReasons); ++i) rejected_[i] = &rejected.with({kRejectReasons[i]});
 
@@ -70,10 +70,10 @@ ServingMetrics::ServingMetrics(std::string_view version) {
   running_ = &r.gauge("tokenhive_requests_running", "Requests prefilling or decoding.").with();
   waiting_ = &r.gauge("tokenhive_requests_waiting", "Requests queued: never run, or preempted for recompute.").with();
   swapped_ = &r.gauge("tokenhive_requests_swapped", "Requests preempted with their KV in the host tier.").with();
-  GaugeFamily& used = r.gauge("tokenhive_kv_blocks_used", "KV cache blocks in use, by tier.", {"tier"});
+  http::GaugeFamily& used = r.gauge("tokenhive_kv_blocks_used", "KV cache blocks in use, by tier.", {"tier"});
   // Not kv_blocks_total: a gauge named *_total reads as a counter (promtool's lint says so).
-  GaugeFamily& total = r.gauge("tokenhive_kv_blocks_capacity", "KV cache blocks there are, by tier.", {"tier"});
-  GaugeFamily& ratio =
+  http::GaugeFamily& total = r.gauge("tokenhive_kv_blocks_capacity", "KV cache blocks there are, by tier.", {"tier"});
+  http::GaugeFamily& ratio =
       r.gauge("tokenhive_kv_usage_ratio", "KV cache blocks in use over blocks there are (0..1), by tier.", {"tier"});
   for (Tier t : {kPrimary, kHost}) {
     const std::string_view name = t == kPrimary ? "primary" : "host";
@@ -82,7 +82,7 @@ ServingMetrics::ServingMetrics(std::string_view version) {
     kv_ratio_[t] = &ratio.with({name});
   }
   kv_cached_ = &r.gauge("tokenhive_kv_cached_blocks", "Primary-tier blocks listed in the prefix cache.").with();
-  CounterFamily& preemptions =
+  http::CounterFamily& preemptions =
       r.counter("tokenhive_preemptions_total", "Sequences preempted, by kind: swapped to the host tier or dropped "
                                                "for recompute.", {"kind"});
   preempt_swap_ = &preemptions.with({"swap"});
@@ -154,7 +154,7 @@ void ServingMetrics::set_engine(const EngineStats& s) {
   tokens_computed_->set_to_at_least(static_cast<double>(s.tokens_computed));
 }
 
-void ServingMetrics::set_http(const HttpServerStats& s) {
+void ServingMetrics::set_http(const http::HttpServerStats& s) {
   http_open_->set(static_cast<double>(s.open_connections));
   http_in_flight_->set(static_cast<double>(s.in_flight));
   http_accepted_->set_to_at_least(static_cast<double>(s.accepted));

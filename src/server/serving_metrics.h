@@ -51,8 +51,8 @@
 #include "engine/engine_stats.h"
 #include "engine/finish_reason.h"
 #include "engine/request.h"
-#include "server/http_server_options.h"
-#include "server/metrics.h"
+#include "http/http_server_options.h"
+#include "http/metrics.h"
 
 namespace th::server {
 
@@ -71,11 +71,11 @@ class ServingMetrics {
   /// @brief The engine's latest snapshot: gauges, and its cumulative counts as counters.
   void set_engine(const EngineStats& s);
   /// @brief The HTTP server's latest snapshot.
-  void set_http(const HttpServerStats& s);
+  void set_http(const http::HttpServerStats& s);
 
   /// @brief Every metric, in the text exposition format 0.0.4 (kPrometheusContentType).
   std::string render() const { return registry_.render(); }
-  const MetricsRegistry& registry() const { return registry_; }
+  const http::MetricsRegistry& registry() const { return registry_; }
 
   // The buckets' upper bounds, seconds (documented above).
   static const std::vector<double>& ttft_buckets();
@@ -88,20 +88,20 @@ class ServingMetrics {
  private:
   enum Tier { kPrimary, kHost };
 
-  MetricsRegistry registry_;
+  http::MetricsRegistry registry_;
   // Children looked up once, at construction: recording is atomics (and a histogram's mutex),
   // never a map lookup.
-  Histogram *ttft_, *tpot_, *itl_, *e2e_, *queue_;
-  Counter *prompt_tokens_, *generation_tokens_, *prefix_hit_tokens_;
-  Counter* outcome_[5];  // by FinishReason
-  Counter* rejected_[std::size(kRejectReasons)];
+  http::Histogram *ttft_, *tpot_, *itl_, *e2e_, *queue_;
+  http::Counter *prompt_tokens_, *generation_tokens_, *prefix_hit_tokens_;
+  http::Counter* outcome_[5];  // by FinishReason
+  http::Counter* rejected_[std::size(kRejectReasons)];
 
-  Gauge *running_, *waiting_, *swapped_;
-  Gauge *kv_used_[2], *kv_total_[2], *kv_ratio_[2], *kv_cached_;
-  Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_;
+  http::Gauge *running_, *waiting_, *swapped_;
+  http::Gauge *kv_used_[2], *kv_total_[2], *kv_ratio_[2], *kv_cached_;
+  http::Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_;
 
-  Gauge *http_open_, *http_in_flight_;
-  Counter *http_accepted_, *http_conn_rejected_, *http_requests_, *http_bad_requests_, *http_timeouts_;
+  http::Gauge *http_open_, *http_in_flight_;
+  http::Counter *http_accepted_, *http_conn_rejected_, *http_requests_, *http_bad_requests_, *http_timeouts_;
 };
 
 }  // namespace th::server

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <new>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/unicode.h"
 
 namespace th {

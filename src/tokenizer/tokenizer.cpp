@@ -20,7 +20,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/spm_tokenizer.h"

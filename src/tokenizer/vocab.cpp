@@ -1,7 +1,7 @@
 // tokenizer.ggml.* -> VocabData, with llama.cpp's defaults (llama_vocab::impl::load).
 #include "tokenizer/vocab.h"
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace th {

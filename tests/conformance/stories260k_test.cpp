@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "kv/kv_cache.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/llama_model.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 

@@ -17,7 +17,7 @@
 namespace {
 
 using th::server::ApiEndpoint;
-using th::server::ApiError;
+using th::http::ApiError;
 using th::server::ApiRequest;
 using th::server::ApiRequestLimits;
 

@@ -9,7 +9,7 @@
 #include <span>
 
 #include "audit_log_fuzz_util.h"
-#include "server/audit_verify.h"
+#include "audit/audit_verify.h"
 
 namespace {
 
@@ -20,19 +20,19 @@ using namespace th::server;
   std::abort();
 }
 
-void check_scan(const AuditFileScan& s, size_t size) {
+void check_scan(const audit::AuditFileScan& s, size_t size) {
   if (s.good_size > size) die("good_size past the end");
   if (s.torn && s.corrupt) die("both torn and corrupt");
   uint64_t last = 0;
-  for (const AuditRecordView& r : s.records) {
-    if (r.offset < last || r.offset + kAuditRecordOverhead + r.payload.size() > s.good_size)
+  for (const audit::AuditRecordView& r : s.records) {
+    if (r.offset < last || r.offset + audit::kAuditRecordOverhead + r.payload.size() > s.good_size)
       die("record out of order or past good_size");
     last = r.offset + 1;
   }
   if (!s.torn && !s.corrupt && s.header && s.good_size != size) die("clean scan that stops short");
 }
 
-void check_report(const AuditVerifyReport& r) {
+void check_report(const audit::AuditVerifyReport& r) {
   if (r.ok) return;
   if (r.reason.empty() || r.reason.find('\n') != std::string::npos) die("reason is not one line");
 }
@@ -41,24 +41,24 @@ void check_report(const AuditVerifyReport& r) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> bytes(data, size);
-  const Ed25519PublicKey& key = th::fuzz::audit_fuzz_key().public_key();
-  const AuditFileScan scan = scan_audit_file(bytes);
+  const audit::Ed25519PublicKey& key = th::fuzz::audit_fuzz_key().public_key();
+  const audit::AuditFileScan scan = audit::scan_audit_file(bytes);
   check_scan(scan, size);
-  const AuditVerifyReport r = verify_audit_log(scan, key);
+  const audit::AuditVerifyReport r = audit::verify_audit_log(scan, key);
   check_report(r);
   if (r.ok) {
     uint64_t entries = 0;
     std::vector<uint8_t> again(bytes.begin(), bytes.begin() + static_cast<long>(scan.records.empty() ? scan.good_size : scan.records.front().offset));
-    for (const AuditRecordView& rec : scan.records) {
-      if (rec.type == AuditRecordType::kEntry) {
+    for (const audit::AuditRecordView& rec : scan.records) {
+      if (rec.type == audit::AuditRecordType::kEntry) {
         ++entries;
-        th::Result<LoggedEntry> e = decode_entry(rec.payload);
+        th::Result<audit::LoggedEntry> e = audit::decode_entry(rec.payload);
         if (!e.ok()) die("a verified entry does not decode");
-        const std::vector<uint8_t> enc = encode_entry(*e);
+        const std::vector<uint8_t> enc = audit::encode_entry(*e);
         if (!std::equal(enc.begin(), enc.end(), rec.payload.begin(), rec.payload.end()))
           die("an entry has two encodings");
       }
-      const std::vector<uint8_t> f = frame_record(rec.type, rec.payload);
+      const std::vector<uint8_t> f = audit::frame_record(rec.type, rec.payload);
       again.insert(again.end(), f.begin(), f.end());
     }
     if (entries != r.entries || r.tree.size() != entries) die("entry count differs");
@@ -67,16 +67,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // The input as the external checkpoint file of a fixed, valid log.
   static const std::vector<uint8_t> fixed = th::fuzz::build_audit_log(9, 4);
-  static const AuditFileScan fixed_scan = scan_audit_file(fixed);
-  AuditVerifyOptions o;
+  static const audit::AuditFileScan fixed_scan = audit::scan_audit_file(fixed);
+  audit::AuditVerifyOptions o;
   o.external = &scan;
-  const AuditVerifyReport x = verify_audit_log(fixed_scan, key, o);
+  const audit::AuditVerifyReport x = audit::verify_audit_log(fixed_scan, key, o);
   check_report(x);
   if (x.ok && x.entries != 9) die("fixed log miscounted");
   // Allowing a torn tail never makes a corrupt file pass.
-  AuditVerifyOptions torn_ok;
+  audit::AuditVerifyOptions torn_ok;
   torn_ok.allow_torn_tail = true;
-  const AuditVerifyReport t = verify_audit_log(scan, key, torn_ok);
+  const audit::AuditVerifyReport t = audit::verify_audit_log(scan, key, torn_ok);
   check_report(t);
   if (t.ok && scan.corrupt) die("a corrupt file verified");
   return 0;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace {
 

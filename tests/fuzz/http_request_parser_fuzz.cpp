@@ -11,13 +11,13 @@
 #include <string_view>
 #include <vector>
 
-#include "server/http_request_parser.h"
+#include "http/http_request_parser.h"
 
 namespace {
 
-using th::server::HttpLimits;
-using th::server::HttpRequest;
-using th::server::HttpRequestParser;
+using th::http::HttpLimits;
+using th::http::HttpRequest;
+using th::http::HttpRequestParser;
 
 [[noreturn]] void die(const char* what) {
   std::fprintf(stderr, "http_request_parser_fuzz: %s\n", what);

@@ -12,7 +12,7 @@
 #include "corpus_writer.h"
 
 int main(int argc, char** argv) {
-  using th::server::AuditFileRole;
+  using th::audit::AuditFileRole;
   const std::optional<std::filesystem::path> corpus = th::fuzz::corpus_dir(argc, argv);
   if (!corpus) return 2;
   const std::filesystem::path& dir = *corpus;

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 

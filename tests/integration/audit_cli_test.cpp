@@ -11,13 +11,13 @@
 #include <gtest/gtest.h>
 
 #include "run_process.h"
-#include "server/audit_log.h"
+#include "audit/audit_log.h"
 #include "test_util.h"
 
 namespace th {
 namespace {
 
-using namespace th::server;
+using namespace th::audit;
 using Bytes = std::vector<uint8_t>;
 using test::ProcessResult;
 using test::run_process;

@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "run_process.h"
 #include "test_util.h"
 

@@ -23,8 +23,8 @@
 
 #include "run_process.h"
 #include "serve_process.h"
-#include "server/http_response.h"
-#include "server/http_server.h"
+#include "http/http_response.h"
+#include "http/http_server.h"
 #include "test_util.h"
 
 namespace th::client {
@@ -33,8 +33,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
-using server::HttpRequest;
-using server::ResponseWriter;
+using http::HttpRequest;
+using http::ResponseWriter;
 
 int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -95,10 +95,10 @@ class ClientAndServer : public ::testing::Test {
     server_.reset();
     for (auto& t : producers_) t.join();
   }
-  void start(const std::function<void(server::HttpServer&)>& routes, server::HttpServerOptions options = {}) {
+  void start(const std::function<void(http::HttpServer&)>& routes, http::HttpServerOptions options = {}) {
     options.host = "127.0.0.1";
     options.port = 0;
-    server_ = std::make_unique<server::HttpServer>(options);
+    server_ = std::make_unique<http::HttpServer>(options);
     routes(*server_);
     ASSERT_TRUE(server_->start().ok());
   }
@@ -109,20 +109,20 @@ class ClientAndServer : public ::testing::Test {
   }
   // Answers `status` (with Retry-After when given) the first `failures` times, then 200 "ok".
   void fail_then_ok(std::string path, int failures, int status, std::chrono::seconds retry_after = 0s) {
-    start([=, this](server::HttpServer& s) {
+    start([=, this](http::HttpServer& s) {
       s.route("POST", path, [=, this](const HttpRequest&, ResponseWriter w) {
         if (calls_++ < failures) {
-          server::HttpResponse r = server::error_response(status, "try later");
-          if (retry_after.count() > 0) server::set_retry_after(r, retry_after);
+          http::HttpResponse r = http::error_response(status, "try later");
+          if (retry_after.count() > 0) http::set_retry_after(r, retry_after);
           w.send(std::move(r));
         } else {
-          w.send(server::text_response(200, "ok"));
+          w.send(http::text_response(200, "ok"));
         }
       });
     });
   }
 
-  std::unique_ptr<server::HttpServer> server_;
+  std::unique_ptr<http::HttpServer> server_;
   std::atomic<int> calls_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> client_closed_{false};
@@ -218,9 +218,9 @@ TEST_F(ClientAndServer, OtherStatusesAreNotRetried) {
 }
 
 TEST_F(ClientAndServer, TwentySequentialRequestsUseOneConnection) {
-  start([](server::HttpServer& s) {
+  start([](http::HttpServer& s) {
     s.route("POST", "/echo", [](const HttpRequest& r, ResponseWriter w) {
-      w.send(server::text_response(200, r.body + "|" + std::string(r.header("authorization").value_or("")) + "|" +
+      w.send(http::text_response(200, r.body + "|" + std::string(r.header("authorization").value_or("")) + "|" +
                                             std::string(r.header("content-type").value_or(""))));
     });
   });
@@ -238,8 +238,8 @@ TEST_F(ClientAndServer, TwentySequentialRequestsUseOneConnection) {
 }
 
 TEST_F(ClientAndServer, PathPrefixOfTheBaseUrl) {
-  start([](server::HttpServer& s) {
-    s.route("GET", "/api/v1/models", [](const HttpRequest&, ResponseWriter w) { w.send(server::text_response(200, "models")); });
+  start([](http::HttpServer& s) {
+    s.route("GET", "/api/v1/models", [](const HttpRequest&, ResponseWriter w) { w.send(http::text_response(200, "models")); });
   });
   auto client = make_client(url() + "/api/", {});
   Result<Response> r = client->request("GET", "/v1/models");
@@ -248,10 +248,10 @@ TEST_F(ClientAndServer, PathPrefixOfTheBaseUrl) {
 }
 
 TEST_F(ClientAndServer, IdleConnectionClosedByTheServerIsReplaced) {
-  server::HttpServerOptions so;
+  http::HttpServerOptions so;
   so.idle_timeout = 100ms;
-  start([](server::HttpServer& s) {
-    s.route("GET", "/hello", [](const HttpRequest&, ResponseWriter w) { w.send(server::text_response(200, "hello")); });
+  start([](http::HttpServer& s) {
+    s.route("GET", "/hello", [](const HttpRequest&, ResponseWriter w) { w.send(http::text_response(200, "hello")); });
   }, so);
   auto client = make_client(url(), {});
   ASSERT_TRUE(client->request("GET", "/hello").ok());
@@ -266,8 +266,8 @@ TEST_F(ClientAndServer, IdleConnectionClosedByTheServerIsReplaced) {
 }
 
 TEST_F(ClientAndServer, ThreadsShareOneClient) {
-  start([](server::HttpServer& s) {
-    s.route("POST", "/echo", [](const HttpRequest& r, ResponseWriter w) { w.send(server::text_response(200, r.body)); });
+  start([](http::HttpServer& s) {
+    s.route("POST", "/echo", [](const HttpRequest& r, ResponseWriter w) { w.send(http::text_response(200, r.body)); });
   });
   HttpClientOptions o;
   o.max_idle_connections = 8;
@@ -293,7 +293,7 @@ TEST_F(ClientAndServer, ThreadsShareOneClient) {
 }
 
 TEST_F(ClientAndServer, StreamsServerSentEvents) {
-  start([this](server::HttpServer& s) {
+  start([this](http::HttpServer& s) {
     s.route("POST", "/sse", [this](const HttpRequest&, ResponseWriter w) {
       w.start_sse();
       produce([w] {
@@ -329,7 +329,7 @@ TEST_F(ClientAndServer, StreamsServerSentEvents) {
 }
 
 TEST_F(ClientAndServer, StoppingAStreamClosesTheConnection) {
-  start([this](server::HttpServer& s) {
+  start([this](http::HttpServer& s) {
     s.route("POST", "/ticks", [this](const HttpRequest&, ResponseWriter w) {
       w.on_close([this] { client_closed_ = true; });
       w.start_sse();
@@ -339,7 +339,7 @@ TEST_F(ClientAndServer, StoppingAStreamClosesTheConnection) {
         w.end();
       });
     });
-    s.route("GET", "/hello", [](const HttpRequest&, ResponseWriter w) { w.send(server::text_response(200, "hello")); });
+    s.route("GET", "/hello", [](const HttpRequest&, ResponseWriter w) { w.send(http::text_response(200, "hello")); });
   });
   auto client = make_client(url(), {});
   int seen = 0;
@@ -353,10 +353,10 @@ TEST_F(ClientAndServer, StoppingAStreamClosesTheConnection) {
 }
 
 TEST_F(ClientAndServer, StreamRetries503BeforeAnyData) {
-  start([this](server::HttpServer& s) {
+  start([this](http::HttpServer& s) {
     s.route("POST", "/sse", [this](const HttpRequest&, ResponseWriter w) {
       if (calls_++ == 0) {
-        w.send(server::error_response(503, "loading"));
+        w.send(http::error_response(503, "loading"));
         return;
       }
       w.start_sse();
@@ -378,8 +378,8 @@ TEST_F(ClientAndServer, StreamRetries503BeforeAnyData) {
 }
 
 TEST_F(ClientAndServer, ErrorBodyOfAStreamIsBufferedNotStreamed) {
-  start([](server::HttpServer& s) {
-    s.route("POST", "/sse", [](const HttpRequest&, ResponseWriter w) { w.send(server::error_response(400, "bad prompt")); });
+  start([](http::HttpServer& s) {
+    s.route("POST", "/sse", [](const HttpRequest&, ResponseWriter w) { w.send(http::error_response(400, "bad prompt")); });
   });
   auto client = make_client(url(), {});
   int calls = 0;
@@ -391,10 +391,10 @@ TEST_F(ClientAndServer, ErrorBodyOfAStreamIsBufferedNotStreamed) {
 }
 
 TEST_F(ClientAndServer, CacheServesIdenticalGreedyRequests) {
-  start([this](server::HttpServer& s) {
+  start([this](http::HttpServer& s) {
     s.route("POST", "/v1/completions", [this](const HttpRequest& r, ResponseWriter w) {
       ++calls_;
-      w.send(server::text_response(200, "answer to " + r.body));
+      w.send(http::text_response(200, "answer to " + r.body));
     });
   });
   HttpClientOptions o;

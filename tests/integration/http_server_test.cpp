@@ -1,7 +1,7 @@
 // A real HttpServer on 127.0.0.1 (an ephemeral port) inside the test process,
 // driven by real sockets (http_test_client.h) and by curl. Every wait is
 // bounded: a hang fails the test, it does not stall the run.
-#include "server/http_server.h"
+#include "http/http_server.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,11 +22,11 @@
 
 #include "http_test_client.h"
 #include "run_process.h"
-#include "server/http_response.h"
-#include "server/shutdown_signal.h"
+#include "http/http_response.h"
+#include "http/shutdown_signal.h"
 #include "test_util.h"
 
-namespace th::server {
+namespace th::http {
 namespace {
 
 using namespace std::chrono_literals;
@@ -705,4 +705,4 @@ TEST(HttpServerStart, ReportsABusyPort) {
 }
 
 }  // namespace
-}  // namespace th::server
+}  // namespace th::http

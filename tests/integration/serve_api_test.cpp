@@ -20,7 +20,7 @@
 
 #include "http_test_client.h"
 #include "server/api_service.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "run_process.h"
 #include "serve_process.h"
 #include "test_util.h"
@@ -709,9 +709,9 @@ TEST(ServeLimits, QueueFullIs429WithRetryAfter) {
 
 // Before the model is attached: alive, not ready, generation 503 with Retry-After.
 TEST(ServeLimits, NotReadyIs503) {
-  server::HttpServerOptions o;
+  http::HttpServerOptions o;
   o.port = 0;
-  server::HttpServer http(o);
+  http::HttpServer http(o);
   server::ApiService api(server::ApiServiceOptions{});
   api.add_routes(http);
   ASSERT_TRUE(http.start().ok());

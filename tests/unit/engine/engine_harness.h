@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/llama_model.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <random>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "test_util.h"
 
 namespace th {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/matmul_kernels.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
 

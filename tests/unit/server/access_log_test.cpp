@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "server/http_request.h"
+#include "http/http_request.h"
 
 namespace th::server {
 namespace {
@@ -101,7 +101,7 @@ TEST(AccessLog, NoPromptOrCompletionTextEverAppears) {
   const std::string prompt = "PROMPT-TEXT-7f1c the quick brown fox";
   const std::string completion = "COMPLETION-TEXT-a9e2 jumps over";
   const std::string api_key = "sk-secret-key-0123456789";
-  HttpRequest req;
+  http::HttpRequest req;
   req.method = "POST";
   req.target = "/v1/completions?prompt=PROMPT-TEXT-7f1c";
   req.path = "/v1/completions";

@@ -190,21 +190,6 @@ TEST(ApiKeys, FindsEveryKeyOfAManyKeyStore) {
   EXPECT_EQ(s.find_key("sk-key-number-100300"), nullptr);
 }
 
-TEST(ApiKeys, ConstantTimeEqual) {
-  uint8_t a[300], b[300];
-  for (int i = 0; i < 300; ++i) a[i] = b[i] = static_cast<uint8_t>(i * 7);
-  EXPECT_TRUE(constant_time_equal(a, b, 300));
-  EXPECT_TRUE(constant_time_equal(a, b, 0));
-  for (int i = 0; i < 300; ++i) {
-    for (uint8_t bit = 1; bit != 0; bit = static_cast<uint8_t>(bit << 1)) {
-      b[i] ^= bit;  // every single-bit difference at every position
-      ASSERT_FALSE(constant_time_equal(a, b, 300)) << i << " " << int(bit);
-      ASSERT_TRUE(constant_time_equal(a, b, static_cast<size_t>(i)));  // the prefix before it still equal
-      b[i] ^= bit;
-    }
-  }
-}
-
 TEST(ApiKeys, PriorityCheckIsA403NeverASubstitution) {
   ApiKey k;
   EXPECT_FALSE(check_priority(k, std::numeric_limits<int32_t>::min()));  // default: anything goes
@@ -212,11 +197,11 @@ TEST(ApiKeys, PriorityCheckIsA403NeverASubstitution) {
   EXPECT_FALSE(check_priority(k, 0));
   EXPECT_FALSE(check_priority(k, 1));
   EXPECT_FALSE(check_priority(k, 100));
-  std::optional<ApiError> e = check_priority(k, -1);
+  std::optional<http::ApiError> e = check_priority(k, -1);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->message.rfind("priority high not allowed for this key", 0), 0u) << e->message;
   EXPECT_EQ(e->param, "priority");
-  EXPECT_EQ(default_error_type(403), "permission_error");
+  EXPECT_EQ(http::default_error_type(403), "permission_error");
   e = check_priority(k, -5);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->message.rfind("priority -5 not allowed for this key", 0), 0u) << e->message;
@@ -242,22 +227,6 @@ TEST(ApiKeys, PiiPolicyOption) {
   Result<ApiKeyStore> bad = ApiKeyStore::parse("sk-aaaaaaaaaaaaaaaa a pii=yes\n", "keys.txt");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.message(), "keys.txt:1: pii must be off, mask or pseudonymize");
-}
-
-}  // namespace
-}  // namespace th::server
-
-namespace th::server {
-namespace {
-
-TEST(ApiKeyBearer, MatchesOnlyTheExactBearerToken) {
-  EXPECT_TRUE(bearer_matches(std::string_view("Bearer s3cret"), "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::nullopt, "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3cre"), "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3creT"), "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::string_view("bearer s3cret"), "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3cret "), "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::string_view(""), "s3cret"));
 }
 
 }  // namespace

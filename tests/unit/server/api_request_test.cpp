@@ -34,20 +34,20 @@ void expect_one_line(const std::string& message) {
 
 ApiRequest parse_ok(ApiEndpoint e, const std::string& body, const ApiRequestLimits& limits = {}) {
   ApiParseResult r = parse_api_request(e, body, limits);
-  if (const auto* err = std::get_if<ApiError>(&r)) {
+  if (const auto* err = std::get_if<http::ApiError>(&r)) {
     ADD_FAILURE() << "rejected " << body.substr(0, 200) << ": " << err->message;
     return {};
   }
   return std::get<ApiRequest>(std::move(r));
 }
 
-ApiError parse_err(ApiEndpoint e, const std::string& body, const ApiRequestLimits& limits = {}) {
+http::ApiError parse_err(ApiEndpoint e, const std::string& body, const ApiRequestLimits& limits = {}) {
   ApiParseResult r = parse_api_request(e, body, limits);
-  if (!std::holds_alternative<ApiError>(r)) {
+  if (!std::holds_alternative<http::ApiError>(r)) {
     ADD_FAILURE() << "accepted " << body.substr(0, 200);
     return {};
   }
-  ApiError err = std::get<ApiError>(std::move(r));
+  http::ApiError err = std::get<http::ApiError>(std::move(r));
   expect_one_line(err.message);
   EXPECT_TRUE(err.type.empty());  // the default for 400: invalid_request_error
   return err;
@@ -58,7 +58,7 @@ ApiError parse_err(ApiEndpoint e, const std::string& body, const ApiRequestLimit
 void expect_rejected(ApiEndpoint e, const std::string& body, std::optional<std::string> param,
                      const std::string& words = "") {
   SCOPED_TRACE(body.substr(0, 200));
-  const ApiError err = parse_err(e, body);
+  const http::ApiError err = parse_err(e, body);
   EXPECT_EQ(err.param, param) << err.message;
   if (!words.empty()) {
     EXPECT_NE(err.message.find(words), std::string::npos) << err.message;
@@ -217,7 +217,7 @@ TEST(ApiRequestBody, HugeStringsAndObjects) {
   const ApiRequest r = parse_ok(kCompletions, R"({"model":"m","prompt":")" + big + "\"}");
   EXPECT_EQ(r.prompts[0].text.size(), big.size());
   // A huge string where a short one belongs is refused without echoing it.
-  const ApiError e = parse_err(kCompletions, completions(R"("model":")" + big + "\""));
+  const http::ApiError e = parse_err(kCompletions, completions(R"("model":")" + big + "\""));
   EXPECT_EQ(e.param, "model");
   expect_rejected(kCompletions, completions(R"("priority":")" + big + "\""), "priority");
   expect_rejected(kChat, R"({"model":"m","messages":[{"role":")" + big + R"(","content":"x"}]})", "messages[0].role");
@@ -311,7 +311,7 @@ TEST(ApiRequestPrompt, AtMostMaxPrompts) {
   limits.max_prompts = 3;
   EXPECT_EQ(parse_ok(kCompletions, R"({"model":"m","prompt":["a","b","c"]})", limits).prompts.size(), 3u);
   EXPECT_EQ(parse_ok(kCompletions, R"({"model":"m","prompt":[1,2,3,4,5]})", limits).prompts.size(), 1u);
-  const ApiError e = parse_err(kCompletions, R"({"model":"m","prompt":["a","b","c","d"]})", limits);
+  const http::ApiError e = parse_err(kCompletions, R"({"model":"m","prompt":["a","b","c","d"]})", limits);
   EXPECT_EQ(e.param, "prompt");
   EXPECT_EQ(parse_err(kCompletions, R"({"model":"m","prompt":[[1],[2],[3],[4]]})", limits).param, "prompt");
 }

@@ -139,7 +139,7 @@ TEST(ServingMetrics, EngineSnapshotAsGaugesAndCounters) {
 
 TEST(ServingMetrics, HttpSnapshot) {
   ServingMetrics sm;
-  HttpServerStats h;
+  http::HttpServerStats h;
   h.open_connections = 7;
   h.in_flight = 2;
   h.accepted = 100;
@@ -193,7 +193,7 @@ TEST(ServingMetrics, PromtoolAcceptsThePage) {
   sm.record_request(finished(0.5, 1.5, {}, 1.5), FinishReason::Deadline);
   sm.record_rejected("rate_limited");
   sm.set_engine(engine_snapshot());
-  HttpServerStats h;
+  http::HttpServerStats h;
   h.open_connections = 2;
   h.requests = 9;
   sm.set_http(h);

@@ -9,7 +9,7 @@
 
 #include <chrono>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace th {
 namespace {

@@ -2,7 +2,7 @@
 // when the character comes as several byte tokens.
 #include <gtest/gtest.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"

@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "test_util.h"
 #include "tokenizer/vocab.h"
 

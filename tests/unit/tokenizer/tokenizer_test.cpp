@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "test_util.h"
 
 namespace th {

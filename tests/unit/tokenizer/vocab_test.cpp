@@ -6,7 +6,7 @@
 
 #include <functional>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace th {

@@ -1,0 +1,27 @@
+// Constant-time secret comparison: API keys and admin tokens are checked in
+// time that does not depend on where a guess first differs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace th::http {
+
+/// @brief The OR of the bytes' differences of `a` and `b` (`n` bytes each):
+/// 0 exactly when equal, computed with no branch on the data.
+uint32_t constant_time_difference(const uint8_t* a, const uint8_t* b, size_t n);
+
+/// @brief 1 when x == 0, else 0, without a branch (x < 2^63).
+inline uint64_t constant_time_is_zero(uint64_t x) { return (x - 1) >> 63; }
+
+/// @brief Compares `a` and `b`, each of exactly `n` bytes, in time that
+/// depends only on `n`: true when equal.
+bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t n);
+
+/// @brief True when `authorization` (the header's value, if any) is exactly
+/// "Bearer <token>"; compared in constant time. The admin endpoints' check.
+bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token);
+
+}  // namespace th::http

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/priority.h"
+
 namespace th::bench {
 
 namespace {
@@ -165,7 +167,7 @@ Result<std::vector<JsonlItem>> read_jsonl(const std::string& path) {
       return bad("\"max_tokens\" must be an integer >= 1");
     it.max_tokens = m->get<int64_t>();
     if (auto q = j.find("priority"); q != j.end() && !q->is_null()) {
-      if (!q->is_string() || (*q != "high" && *q != "normal" && *q != "low"))
+      if (!q->is_string() || !priority_from_name(q->get_ref<const std::string&>()))
         return bad("\"priority\" must be \"high\", \"normal\" or \"low\"");
       it.priority = q->get<std::string>();
     }
@@ -208,7 +210,7 @@ Result<PriorityMix> parse_priority_mix(const std::string& text) {
     const size_t eq = part.find('=');
     if (eq == std::string::npos) return bad(cat("'", part, "' has no '='"));
     const std::string name = part.substr(0, eq), value = part.substr(eq + 1);
-    int c = name == "high" ? 0 : name == "normal" ? 1 : name == "low" ? 2 : -1;
+    const int c = priority_from_name(name).value_or(-2) + 1;  // the class index: high 0, normal 1, low 2
     if (c < 0) return bad(cat("unknown class '", name, "' (high, normal, low)"));
     if (seen[c]) return bad(cat("'", name, "' given twice"));
     seen[c] = true;

@@ -23,6 +23,7 @@
 #include "cli/bench.h"
 #include "engine/engine.h"
 #include "format/gguf.h"
+#include "kv/kv_dtype.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
 #include "tensor/dtype.h"
@@ -269,8 +270,7 @@ int fail(const std::string& m) {
 }
 
 int run_bench_engine(const BenchOptions& o) {
-  const DType kv_type = o.kv_type == "f16" ? DType::F16 : o.kv_type == "bf16" ? DType::BF16
-                        : o.kv_type == "q8_0" ? DType::Q8_0 : DType::F32;
+  const DType kv_type = kv_dtype_from_name(o.kv_type).value_or(DType::F32);  // the flag's check allows no other
   Result<std::string> path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.message());
   Result<GgufFile> file = GgufFile::open(*path);
@@ -308,7 +308,7 @@ BenchSubcommand add_bench_engine(CLI::App& bench) {
   app->add_option("--gen-tokens", o.gen_tokens, "throughput: tokens each stream generates")->check(CLI::Range(1, 1 << 20));
   app->add_option("--block-size", o.block_size, "KV block size (positions)")->check(CLI::Range(1, 4096));
   app->add_option("--budget", o.token_budget, "tokens per forward pass (prefix, throughput)")->check(CLI::Range(1, 1 << 20));
-  app->add_option("--kv-type", o.kv_type, "f32 | f16 | bf16 | q8_0")->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+  app->add_option("--kv-type", o.kv_type, "f32 | f16 | bf16 | q8_0")->check(CLI::IsMember(kv_dtype_names()));
   app->add_option("--seed", o.seed, "prompts' random seed");
   app->add_option("-t,--threads", o.threads, "compute threads; 0: one per physical core")->check(CLI::Range(0, 1024));
   return {app, [f] { return run_bench_engine(*f); }};

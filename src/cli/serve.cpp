@@ -28,6 +28,7 @@
 #include "cli/verbs.h"
 #include "cluster/cell_membership.h"
 #include "engine/engine.h"
+#include "kv/kv_dtype.h"
 #include "model/encrypted_model.h"
 #include "format/gguf.h"
 #include "model/llama_model.h"
@@ -120,7 +121,7 @@ int run_serve(int argc, char** argv) {
   app.add_option("--kv-cache-mib", f.kv_cache_mib, "memory of the primary KV tier (MiB)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
   app.add_option("--host-kv-mib", f.host_kv_mib, "memory of the host KV tier that preempted sequences swap to (MiB); 0: none")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
-  app.add_option("--kv-dtype", f.kv_dtype, "KV cache type")->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}))->capture_default_str();
+  app.add_option("--kv-dtype", f.kv_dtype, "KV cache type")->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
   app.add_option("--max-model-len", f.max_model_len, "positions per sequence; 0: the model's context")->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("--max-pending", f.max_pending, "requests in the engine at once; more get 429")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--shutdown-timeout", f.shutdown_timeout, "seconds in-flight requests get to finish after SIGTERM")
@@ -245,10 +246,7 @@ int run_serve(int argc, char** argv) {
   if (!model.ok()) return fail(model.message());
 
   const ModelConfig& mc = (*model)->config();
-  const DType kv_type = f.kv_dtype == "f16"    ? DType::F16
-                        : f.kv_dtype == "bf16" ? DType::BF16
-                        : f.kv_dtype == "q8_0" ? DType::Q8_0
-                                               : DType::F32;
+  const DType kv_type = kv_dtype_from_name(f.kv_dtype).value_or(DType::F32);  // the flag's check allows no other
   // K and V, every layer, one block.
   const int64_t block_bytes = 2 * mc.n_layer * static_cast<int64_t>(row_bytes(kv_type, mc.kv_dim())) * f.block_size;
   EngineConfig ec;

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include "base/tcp_connect.h"
+
 namespace th::client {
 
 namespace {
@@ -160,47 +162,10 @@ void HttpClient::close_idle() {
 }
 
 Result<HttpClient::Connection> HttpClient::connect(const CallLimit& limit) {
-  const CallLimit until{std::min(limit.deadline, Clock::now() + options_.connect_timeout), limit.cancel};
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(base_.port);
-  if (const int rc = ::getaddrinfo(base_.host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    return Status::errorf("resolve ", base_.host, ": ", ::gai_strerror(rc));
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addrs(found, &::freeaddrinfo);
-  std::string last_error = "no address";
-  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
-    if (!fd) {
-      last_error = errno_text(errno);
-      continue;
-    }
-    int err = 0;
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        const Wait w = wait_fd(fd.get(), POLLOUT, until);
-        if (w == Wait::kCancelled) return Status::error("cancelled");
-        if (w == Wait::kTimeout) {
-          last_error = cat("timed out after ", options_.connect_timeout.count(), " ms");
-          continue;
-        }
-        socklen_t len = sizeof err;
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      }
-    }
-    if (err != 0) {
-      last_error = errno_text(err);
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    counters_.connections_opened.fetch_add(1, std::memory_order_relaxed);
-    return Connection{std::move(fd), Clock::now()};
-  }
-  return Status::errorf("connect to ", base_.authority, ": ", last_error);
+  const TcpConnectLimit until{std::min(limit.deadline, Clock::now() + options_.connect_timeout), limit.cancel};
+  TH_ASSIGN_OR_RETURN(UniqueFd fd, connect_tcp(base_.host, static_cast<uint16_t>(base_.port), until));
+  counters_.connections_opened.fetch_add(1, std::memory_order_relaxed);
+  return Connection{std::move(fd), Clock::now()};
 }
 
 std::unique_ptr<HttpClient::Connection> HttpClient::take_idle() {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/tcp_connect.h"
 #include "base/unique_fd.h"
 #include "client/http_response_parser.h"
 
@@ -43,52 +44,6 @@ int poll_fd(int fd, short events, int ms) {
 }
 
 bool stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(std::memory_order_relaxed); }
-
-// Connects to host:port within `timeout`, giving up early when *stop becomes true.
-Result<UniqueFd> connect_to(const client::BaseUrl& base, std::chrono::milliseconds timeout,
-                            std::chrono::milliseconds slice, const std::atomic<bool>* stop) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(base.port);
-  if (const int rc = ::getaddrinfo(base.host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    return Status::errorf("resolve ", base.host, ": ", ::gai_strerror(rc));
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addrs(found, &::freeaddrinfo);
-  const Clock::time_point deadline = Clock::now() + timeout;
-  std::string last_error = "no address";
-  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
-    if (!fd) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    int err = 0;
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        int ready = 0;
-        while (ready == 0 && Clock::now() < deadline && !stopped(stop)) ready = poll_fd(fd.get(), POLLOUT, int(slice.count()));
-        if (stopped(stop)) return Status::error("stopped");
-        if (ready <= 0) {
-          last_error = cat("timed out after ", timeout.count(), " ms");
-          continue;
-        }
-        socklen_t len = sizeof err;
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      }
-    }
-    if (err != 0) {
-      last_error = std::strerror(err);
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-  }
-  return Status::errorf("connect to ", base.authority, ": ", last_error);
-}
 
 }  // namespace
 
@@ -239,7 +194,8 @@ Status EtcdClient::watch_prefix(std::string_view prefix, int64_t start_revision,
                                body.size(), "\r\n\r\n", body);
   const int slice = static_cast<int>(options_.watch_poll.count());
 
-  Result<UniqueFd> conn = connect_to(base_, options_.connect_timeout, options_.watch_poll, stop);
+  Result<UniqueFd> conn = connect_tcp(base_.host, static_cast<uint16_t>(base_.port),
+                                     {std::chrono::steady_clock::now() + options_.connect_timeout, stop});
   if (stopped(stop)) return ok_status();
   if (!conn.ok()) return error("watch", conn.message());
   const int fd = conn->get();

@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <climits>
 
+#include "base/priority.h"
 #include "cluster/prefix_hash.h"
+#include "http/http_response.h"
 
 namespace th::cluster {
 
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 const json* member(const json& obj, const char* key) {
   auto it = obj.find(key);
@@ -55,7 +55,7 @@ std::string prompt_bytes(const json& body, bool chat) {
 int32_t priority_of(const json& body) {
   const json* p = member(body, "priority");
   if (!p) return 0;
-  if (p->is_string()) return *p == "high" ? -1 : *p == "low" ? 1 : 0;
+  if (p->is_string()) return priority_from_name(p->get_ref<const std::string&>()).value_or(0);
   if (p->is_number_integer())
     return static_cast<int32_t>(std::clamp<int64_t>(p->get<int64_t>(), INT32_MIN, INT32_MAX));
   return 0;
@@ -162,7 +162,7 @@ std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRe
     if (j.contains("id")) j["id"] = snap.id;
     if (j.contains("created")) j["created"] = snap.created;
   }
-  return dump(j);
+  return http::json_text(j);
 }
 
 bool resumable(const ProxyRequest& request, const StreamSnapshot& snap) {
@@ -170,10 +170,10 @@ bool resumable(const ProxyRequest& request, const StreamSnapshot& snap) {
 }
 
 std::string resume_body(const ProxyRequest& request, const StreamSnapshot& snap) {
-  if (snap.prompt_ids.empty()) return dump(request.body);
+  if (snap.prompt_ids.empty()) return http::json_text(request.body);
   json b = request.body;
   b["continuation"] = {{"prompt_token_ids", snap.prompt_ids}, {"token_ids", snap.generated}, {"text_bytes", snap.text_bytes}};
-  return dump(b);
+  return http::json_text(b);
 }
 
 }  // namespace th::cluster

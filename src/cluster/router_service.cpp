@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/proxy_request.h"
-#include "server/api_keys.h"
+#include "http/bearer.h"
 #include "http/http_response.h"
 #include "http/http_server.h"
 #include "http/metrics.h"
@@ -30,8 +30,6 @@ using http::ApiError;
 using http::HttpRequest;
 using http::HttpResponse;
 using http::ResponseWriter;
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 HttpResponse error(int status, std::string message, std::string code = {}) {
   return http::error_response(status, ApiError{std::move(message), "", std::nullopt,
@@ -295,7 +293,7 @@ void RouterService::Impl::proxy(Task& t) {
   if (sse_started) {
     json err = {{"error", {{"message", cat("the stream could not be continued: ", last_error)},
                            {"type", "server_error"}, {"param", nullptr}, {"code", "cell_failed"}}}};
-    t.writer.send_event(dump(err));
+    t.writer.send_event(http::json_text(err));
     t.writer.send_event("[DONE]");
     t.writer.end();
   } else {

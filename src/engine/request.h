@@ -9,14 +9,12 @@
 #include <string_view>
 #include <vector>
 
+#include "base/priority.h"
 #include "base/status.h"
 #include "engine/finish_reason.h"
 #include "engine/sampler.h"
 
 namespace th {
-
-/// @brief Named priorities; any int32 works too, lower value = more important (vLLM's form).
-enum class Priority : int32_t { High = -1, Normal = 0, Low = 1 };
 
 /// @brief The arithmetic a request asks for. The CPU engine computes in fp32 (`auto` means fp32
 /// there); a request for a type the engine cannot compute is rejected at submission, never

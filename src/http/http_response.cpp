@@ -106,7 +106,7 @@ HttpResponse json_response(int status, const nlohmann::json& body) {
   r.status = status;
   r.headers.push_back({"Content-Type", "application/json"});
   // Invalid UTF-8 in a string (echoed from a request) becomes U+FFFD instead of an exception.
-  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  r.body = json_text(body);
   return r;
 }
 

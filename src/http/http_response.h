@@ -30,6 +30,13 @@ struct HttpResponse {
 std::string_view status_reason(int status);
 
 /// @brief `body` serialized, with Content-Type: application/json.
+/// @brief Compact JSON text, invalid UTF-8 replaced by U+FFFD instead of a throw: what goes
+/// on the wire and into logs (json or ordered_json).
+template <class Json>
+std::string json_text(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 HttpResponse json_response(int status, const nlohmann::json& body);
 HttpResponse text_response(int status, std::string body, std::string content_type = "text/plain; charset=utf-8");
 

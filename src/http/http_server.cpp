@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/tcp_connect.h"
 #include "base/unique_fd.h"
 #include "http/http_event_loop.h"
 #include "http/http_server_counters.h"
@@ -36,19 +37,10 @@ struct HttpServer::Impl {
 };
 
 Result<UniqueFd> HttpServer::Impl::listen_socket() {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(options.port);
-  if (int rc = ::getaddrinfo(options.host.empty() ? nullptr : options.host.c_str(), service.c_str(), &hints, &found);
-      rc != 0) {
-    return Status::errorf("cannot resolve ", options.host, ": ", ::gai_strerror(rc));
-  }
+  TH_ASSIGN_OR_RETURN(AddrInfoList found, resolve_tcp(options.host, static_cast<uint16_t>(options.port), true));
   std::string last_error = "no address";
   UniqueFd sock;
-  for (addrinfo* a = found; a; a = a->ai_next) {
+  for (const addrinfo* a = found.get(); a; a = a->ai_next) {
     sock.reset(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (!sock) {
       last_error = cat("socket: ", std::strerror(errno));
@@ -69,7 +61,6 @@ Result<UniqueFd> HttpServer::Impl::listen_socket() {
     }
     break;
   }
-  ::freeaddrinfo(found);
   if (!sock) return Status::errorf("cannot listen on ", options.host, ":", options.port, ": ", last_error);
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/http_response.h"
+
 namespace th::server {
 namespace {
 
@@ -69,7 +71,7 @@ std::string AccessLog::format(const AccessRecord& r) {
   j["bytes_out"] = r.bytes_out;
   j["client"] = string_or_null(r.client);
   // Invalid UTF-8 (a path is bytes) becomes U+FFFD instead of throwing.
-  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n';
+  return http::json_text(j) + '\n';
 }
 
 void AccessLog::write(const AccessRecord& record) {

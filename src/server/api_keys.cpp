@@ -63,9 +63,7 @@ std::optional<double> parse_rate(std::string_view s) {
 }
 
 std::optional<int32_t> parse_priority(std::string_view s) {
-  if (s == "high") return -1;
-  if (s == "normal") return 0;
-  if (s == "low") return 1;
+  if (std::optional<int32_t> named = priority_from_name(s)) return named;
   int32_t v = 0;
   const char* begin = s.data();
   if (!s.empty() && s[0] == '+') ++begin;  // from_chars takes '-' but not '+'
@@ -76,15 +74,6 @@ std::optional<int32_t> parse_priority(std::string_view s) {
 }
 
 }  // namespace
-
-std::string priority_name(int32_t priority) {
-  switch (priority) {
-    case -1: return "high";
-    case 0: return "normal";
-    case 1: return "low";
-    default: return std::to_string(priority);
-  }
-}
 
 std::optional<http::ApiError> check_priority(const ApiKey& key, int32_t requested) {
   if (requested >= key.max_priority) return std::nullopt;

@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/priority.h"
 #include "base/status.h"
 #include "http/bearer.h"
 #include "http/http_response.h"
@@ -57,9 +58,6 @@ struct ApiKey {
   PiiPolicy pii = PiiPolicy::Off;  // `pii=off|mask|pseudonymize`
   int64_t max_concurrency = 0;     // requests of this key's tenant in flight at once; 0: unlimited
 };
-
-/// @brief "high", "normal", "low" for -1, 0, 1, else the number.
-std::string priority_name(int32_t priority);
 
 /// @brief The 403 for a request asking for a priority more important than
 /// `key` allows ("priority high not allowed for this key", param "priority"),

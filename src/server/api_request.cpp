@@ -554,10 +554,9 @@ class RequestReader {
     if (const Json* p = field("priority")) {
       const std::string_view allowed = "must be \"high\", \"normal\", \"low\" or an integer that fits in 32 signed bits";
       if (p->is_string()) {
-        if (*p == "high") r.priority = static_cast<int32_t>(Priority::High);
-        else if (*p == "normal") r.priority = static_cast<int32_t>(Priority::Normal);
-        else if (*p == "low") r.priority = static_cast<int32_t>(Priority::Low);
-        else return fail("priority", std::string(allowed) + got(*p));
+        std::optional<int32_t> named = priority_from_name(p->get_ref<const std::string&>());
+        if (!named) return fail("priority", std::string(allowed) + got(*p));
+        r.priority = *named;
       } else if (!read_int("priority", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
                            &r.priority, allowed)) {
         return false;

@@ -37,13 +37,11 @@ namespace {
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
 http::HttpResponse ordered_json_response(int status, const json& body) {
   http::HttpResponse r;
   r.status = status;
   r.set_header("Content-Type", "application/json");
-  r.body = dump(body);
+  r.body = http::json_text(body);
   return r;
 }
 
@@ -518,7 +516,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
         choice["finish_reason"] = nullptr;
         j["choices"].push_back(std::move(choice));
       }
-      c.writer.send_event(dump(j));
+      c.writer.send_event(http::json_text(j));
     }
   }
 }
@@ -645,7 +643,7 @@ void ApiService::Impl::emit(Call& c, Choice& ch) {
   if (finishing && (ch.finish_reason == "cancelled" || ch.finish_reason == "error")) {
     if (ch.finish_reason == "error") {
       json err = {{"error", {{"message", ch.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}};
-      c.writer.send_event(dump(err));
+      c.writer.send_event(http::json_text(err));
     }
     ch.final_sent = true;
     return;
@@ -677,7 +675,7 @@ void ApiService::Impl::emit(Call& c, Choice& ch) {
   ch.sent_text = ch.text.size();
   ch.sent_tokens = ch.token_ids.size();
   ch.final_sent = finishing;
-  c.writer.send_event(dump(j));
+  c.writer.send_event(http::json_text(j));
 }
 
 bool ApiService::Impl::complete(Call& c) const {
@@ -758,7 +756,7 @@ void ApiService::Impl::respond(Call& c) {
     if (q.include_usage) {
       json j = chunk(c);
       j["usage"] = usage(c);
-      c.writer.send_event(dump(j));
+      c.writer.send_event(http::json_text(j));
     }
     c.writer.send_event("[DONE]");
     c.writer.end();

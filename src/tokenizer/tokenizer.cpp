@@ -514,6 +514,13 @@ std::string Detokenizer::push(int32_t id) {
 }
 
 std::string Detokenizer::flush() {
+std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < tok.n_vocab(); ++i)
+    if (tok.is_eog(i) || i == tok.bos()) ids.push_back(i);
+  return ids;
+}
+
   prev_ = -1;
   return unicode::drain_utf8(pending_, /*final=*/true);
 }

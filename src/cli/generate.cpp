@@ -82,7 +82,7 @@ int run_generate(int argc, char** argv) {
   Detokenizer detok(*tok);
   for (int32_t id : ids) std::fputs(detok.push(id).c_str(), stdout);
   std::fflush(stdout);
-  Generator gen(**model, *backend, *tok);
+  Generator gen(**model, *backend, end_of_generation_ids(*tok));
   Result<GenerateStats> st = gen.run(ids, opt, [&](int32_t id) {
     std::fputs(detok.push(id).c_str(), stdout);
     std::fflush(stdout);

@@ -7,7 +7,6 @@
 #include <exception>
 
 #include "engine/logprobs.h"
-#include "tokenizer/tokenizer.h"
 
 namespace th {
 
@@ -40,13 +39,6 @@ Status validate_request(const GenerateRequest& r, int64_t n_vocab, int64_t max_m
 double seconds(Engine::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
-
-std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok) {
-  std::vector<int32_t> ids;
-  for (int32_t i = 0; i < tok.n_vocab(); ++i)
-    if (tok.is_eog(i) || i == tok.bos()) ids.push_back(i);
-  return ids;
-}
 
 Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, Backend& backend, EngineConfig config) {
   const ModelConfig& c = model.config();

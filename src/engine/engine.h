@@ -35,21 +35,15 @@
 
 namespace th {
 
-class Tokenizer;
-
 struct EngineConfig {
   KvCacheConfig kv;              // primary_blocks must be set; host_blocks 0: no host tier
   int64_t token_budget = 512;    // tokens per forward pass (prompt chunks + decodes); >= max_seqs
   int64_t max_seqs = 64;         // sequences running at once
   int64_t max_model_len = 0;     // positions per sequence; 0: the model's context. Capped at the primary tier.
   std::shared_ptr<const Scheduler> scheduler;  // null: PriorityScheduler with its default ageing
-  std::vector<int32_t> end_of_generation;      // stop tokens unless ignore_eos (see end_of_generation_ids)
+  std::vector<int32_t> end_of_generation;      // stop tokens unless ignore_eos; the caller takes them from its vocab
   bool check_invariants = false;               // recount the KV cache's references after every step (tests)
 };
-
-/// @brief The tokens that end generation for `tok`'s vocab: every end-of-generation token and
-/// BOS (llama2.c's convention, as Generator has it).
-std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok);
 
 class Engine {
  public:

@@ -13,6 +13,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
+Generator::Generator(LlamaModel& model, Backend& backend, std::vector<int32_t> end_of_generation)
+    : model_(&model), backend_(&backend), end_of_generation_(std::move(end_of_generation)) {
+  std::sort(end_of_generation_.begin(), end_of_generation_.end());
+}
+
 Result<GenerateStats> Generator::run(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                                      const std::function<bool(int32_t)>& on_token) {
   const ModelConfig& c = model_->config();
@@ -55,7 +60,7 @@ Result<GenerateStats> Generator::run(const std::vector<int32_t>& prompt, const G
   for (int64_t i = 0; i < budget; ++i) {
     const int64_t pos = n_prompt + i;
     const int32_t token = sampler.sample(logits, history, static_cast<uint64_t>(pos));
-    if (!opt.ignore_eos && (tok_->is_eog(token) || token == tok_->bos())) {
+    if (!opt.ignore_eos && std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), token)) {
       st.finish = FinishReason::Stop;
       break;
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -12,7 +13,6 @@
 #include "engine/finish_reason.h"
 #include "engine/sampler.h"
 #include "model/llama_model.h"
-#include "tokenizer/tokenizer.h"
 
 namespace th {
 
@@ -34,19 +34,20 @@ struct GenerateStats {
 
 class Generator {
  public:
-  Generator(LlamaModel& model, Backend& backend, const Tokenizer& tok) : model_(&model), backend_(&backend), tok_(&tok) {}
+  /// @brief `end_of_generation`: the tokens that stop generation unless ignore_eos; the caller
+  /// takes them from its vocab (the tokenizer's end_of_generation_ids).
+  Generator(LlamaModel& model, Backend& backend, std::vector<int32_t> end_of_generation);
 
   /// @brief Generates after `prompt` (which must not be empty; start with BOS for "from BOS").
   /// `on_token` sees each generated token; returning false cancels.
-  /// Generation stops at an end-of-generation token or a sampled BOS (llama2.c's convention)
-  /// unless ignore_eos, at max_tokens, or when the context is full.
+  /// Generation stops at one of the end-of-generation tokens unless ignore_eos, at max_tokens, or when the context is full.
   Result<GenerateStats> run(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                             const std::function<bool(int32_t)>& on_token);
 
  private:
   LlamaModel* model_;
   Backend* backend_;
-  const Tokenizer* tok_;
+  std::vector<int32_t> end_of_generation_;  // sorted
 };
 
 }  // namespace th

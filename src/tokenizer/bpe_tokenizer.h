@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/bigram_merge.h"
 #include "tokenizer/token_index.h"
 
 namespace th {
@@ -29,17 +30,7 @@ class BpeRanks {
 
 /// Buffers one encode call reuses across its words.
 struct BpeScratch {
-  struct Symbol {
-    int prev, next;
-    uint32_t offset, n;
-  };
-  struct Bigram {
-    int left, right;
-    int32_t rank;
-    uint32_t size;
-  };
-  std::vector<Symbol> symbols;
-  std::vector<Bigram> heap;
+  BigramScratch<int32_t> merge;  // priority: the merge rank
   std::string key;
 };
 

@@ -43,8 +43,9 @@ class Interpreter {
   /// Renders the program with `context` as the template's variables. Throws JinjaError.
   std::string render(const std::vector<std::pair<std::string, Value>>& context);
 
-  // For builtins.
+  // For builtins and filters (jinja_builtins.cpp, jinja_filters.cpp).
   void charge(size_t bytes);
+  void step();  // one unit of work against max_steps
   Value make_string(std::string s);
   Value make_array(std::vector<Value> items);
   Value call_function(const Value& fn, CallArgs& args, const EnvPtr& env);
@@ -75,7 +76,6 @@ class Interpreter {
   Value eval_test(const Node& n, const EnvPtr& env);
   CallArgs eval_args(const std::vector<NodePtr>& nodes, size_t first, const EnvPtr& env);
   void append(std::string& out, std::string_view s);
-  void step();
 
   const Program& program_;
   RenderLimits limits_;

@@ -204,11 +204,14 @@ struct Tokenizer::Impl {
   bool ignore_merges = false;
 
   Status init();
+  Status check() const;
+  void mark_specials();
   void partition(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 };
 
-Status Tokenizer::Impl::init() {
+// What the vocab must hold for the rest of init() to be safe.
+Status Tokenizer::Impl::check() const {
   if (v.model == TokenizerModel::Wpm)
     return Status::error("WordPiece tokenizers are not supported yet (tokenizer.ggml.model = 'bert')");
   const size_t n = v.tokens.size();
@@ -229,27 +232,13 @@ Status Tokenizer::Impl::init() {
     return Status::error("add_bos_token is set but the vocabulary has no BOS token");
   if (v.add_eos && v.eos < 0)
     return Status::error("add_eos_token is set but the vocabulary has no EOS token");
+  return ok_status();
+}
 
-  index.reserve(n);
-  attrs.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    std::string& text = v.tokens[i];
-    if (text.empty()) text = cat("[EMPTY_", i, "]");  // llama.cpp's stand-in for an empty token
-    if (!index.insert(text, static_cast<int32_t>(i)))
-      return Status::errorf("token ", i, " ('", text, "') repeats token ", index.find(text));
-    attrs[i] = v.types.empty() ? kNormal : attr_of(v.types[i]);
-  }
-
-  if (v.model == TokenizerModel::Bpe) {
-    TH_ASSIGN_OR_RETURN(PreTokenizer p, PreTokenizer::create(v.pre));
-    ignore_merges = p.traits().ignore_merges;
-    pre.emplace(std::move(p));
-    TH_ASSIGN_OR_RETURN(BpeRanks r, BpeRanks::create(v.merges));
-    ranks.emplace(std::move(r));
-  }
-
-  // Text-based fix-ups (llama.cpp marks these control whatever the file says,
-  // which matters for what parse_special=false still splits out).
+// Text-based fix-ups (llama.cpp marks these control whatever the file says,
+// which matters for what parse_special=false still splits out), and the
+// end-of-generation tokens.
+void Tokenizer::Impl::mark_specials() {
   auto find_first = [&](const std::vector<std::string_view>& texts) -> int32_t {
     for (auto t : texts)
       if (int32_t id = index.find(t); id >= 0) return id;
@@ -289,6 +278,30 @@ Status Tokenizer::Impl::init() {
       attrs[end] = kUserDefined;
     }
   }
+}
+
+Status Tokenizer::Impl::init() {
+  TH_RETURN_IF_ERROR(check());
+  const size_t n = v.tokens.size();
+  index.reserve(n);
+  attrs.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::string& text = v.tokens[i];
+    if (text.empty()) text = cat("[EMPTY_", i, "]");  // llama.cpp's stand-in for an empty token
+    if (!index.insert(text, static_cast<int32_t>(i)))
+      return Status::errorf("token ", i, " ('", text, "') repeats token ", index.find(text));
+    attrs[i] = v.types.empty() ? kNormal : attr_of(v.types[i]);
+  }
+
+  if (v.model == TokenizerModel::Bpe) {
+    TH_ASSIGN_OR_RETURN(PreTokenizer p, PreTokenizer::create(v.pre));
+    ignore_merges = p.traits().ignore_merges;
+    pre.emplace(std::move(p));
+    TH_ASSIGN_OR_RETURN(BpeRanks r, BpeRanks::create(v.merges));
+    ranks.emplace(std::move(r));
+  }
+
+  mark_specials();
 
   for (size_t i = 0; i < n; ++i)
     if (attrs[i] & (kControl | kUserDefined | kUnknown)) specials.push_back(static_cast<int32_t>(i));
@@ -499,6 +512,13 @@ int32_t Tokenizer::eos() const { return impl_->v.eos; }
 
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && std::binary_search(impl_->eog.begin(), impl_->eog.end(), id);
+}
+
+std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < tok.n_vocab(); ++i)
+    if (tok.is_eog(i) || i == tok.bos()) ids.push_back(i);
+  return ids;
 }
 
 // ---------------------------------------------------------------- Detokenizer

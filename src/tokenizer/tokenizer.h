@@ -51,6 +51,10 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+/// @brief The tokens that end generation for `tok`'s vocab: every end-of-generation token and
+/// BOS (llama2.c's convention). The engine and Generator take these from their callers.
+std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok);
+
 /// @brief Turns a stream of token ids into text, never emitting half a UTF-8
 /// character: bytes of an incomplete character wait for the next token, and
 /// bytes that cannot become valid UTF-8 come out as U+FFFD. Like decode(), it

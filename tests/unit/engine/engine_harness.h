@@ -69,7 +69,7 @@ inline std::string tiny_synthetic_path() {
 
 /// The request's tokens when it runs alone, through Generator (no engine, no sharing).
 inline std::vector<int32_t> run_alone(const LoadedModel& l, const GenerateRequest& r, int64_t n_ctx) {
-  Generator gen(*l.model, *l.backend, *l.tok);
+  Generator gen(*l.model, *l.backend, end_of_generation_ids(*l.tok));
   GenerateOptions o;
   o.sampling = r.sampling;
   o.max_tokens = r.max_tokens;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ctime>
 
 #include "format/gguf.h"
 
@@ -136,6 +137,29 @@ TEST(ChatTemplateEngine, ChatMlFallback) {
   r = t->render({{"user", "U"}}, false, "", "");
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(*r, "<|im_start|>user\nU<|im_end|>\n");
+}
+
+// strftime_now against the C library's strftime (C locale: English month
+// names) at the same minute; a render that straddles a minute is retried.
+TEST(ChatTemplateEngine, StrftimeNowFormatsTheLocalTime) {
+  const char* kFormat = "%Y-%m-%d %H:%M %b %B %% %q";
+  auto now = [] {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char b[96];
+    std::strftime(b, sizeof b, "%Y-%m-%d %H:%M %b %B %%", &tm);
+    return std::string(b) + " %q";  // an unknown directive is kept as written
+  };
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string before = now();
+    Result<std::string> got = render(std::string("{{ strftime_now('") + kFormat + "') }}");
+    ASSERT_TRUE(got.ok()) << got.message();
+    if (now() != before) continue;
+    EXPECT_EQ(*got, before);
+    return;
+  }
+  FAIL() << "the minute changed during each of 3 renders";
 }
 
 // --- errors --------------------------------------------------------------------

@@ -18,6 +18,7 @@ class StepPacker {
       : st_(st), order_(std::move(order)), hold_lower_prefill_(hold_lower_prefill),
         low_prompt_left_(low_prompt_cap > 0 ? low_prompt_cap : std::numeric_limits<int64_t>::max()),
         preempted_(st.seqs.size(), 0), owed_(st.seqs.size(), 0), stalled_(st.seqs.size(), 0),
+        admitted_(st.seqs.size(), 0),
         avail_(st.available_blocks), host_avail_(st.host_free_blocks), budget_(st.token_budget), slots_(st.max_seqs) {}
 
   Decision run() {
@@ -28,7 +29,6 @@ class StepPacker {
       const SeqSummary& s = st_.seqs[i];
       if (s.phase != SeqPhase::Running) continue;
       --slots_;
-      ++n_running_;
       if (is_decode(s)) --budget_;
       owe(i, std::max<int64_t>(0, blocks_for(s.n_tokens, bs()) - s.blocks_held));
     }
@@ -50,17 +50,16 @@ class StepPacker {
 
  private:
   struct Snapshot {
-    int64_t avail, host_avail, budget, slots, owed_total, n_running;
+    int64_t avail, host_avail, budget, slots, owed_total;
     size_t n_preempted;
   };
-  Snapshot snapshot() const { return {avail_, host_avail_, budget_, slots_, owed_total_, n_running_, d_.preempt.size()}; }
+  Snapshot snapshot() const { return {avail_, host_avail_, budget_, slots_, owed_total_, d_.preempt.size()}; }
   void restore(const Snapshot& s) {
     avail_ = s.avail;
     host_avail_ = s.host_avail;
     budget_ = s.budget;
     slots_ = s.slots;
     owed_total_ = s.owed_total;
-    n_running_ = s.n_running;
     while (d_.preempt.size() > s.n_preempted) {
       for (size_t i = 0; i < st_.seqs.size(); ++i) {
         if (st_.seqs[i].id != d_.preempt.back().id) continue;
@@ -85,6 +84,16 @@ class StepPacker {
       if (!preempted_[i] && s.phase == SeqPhase::Running && !s.awaiting_advance) return i;
     }
     return kNone;
+  }
+
+  // Running sequences ranked above position `pos`, this step's admissions included.
+  int64_t running_above(size_t pos) const {
+    int64_t n = 0;
+    for (size_t k = 0; k < pos; ++k) {
+      const size_t j = order_[k];
+      if (!preempted_[j] && (st_.seqs[j].phase == SeqPhase::Running || admitted_[j])) ++n;
+    }
+    return n;
   }
 
   // Blocks owed to running sequences: what they still need to advance and have not been given.
@@ -121,7 +130,6 @@ class StepPacker {
   void preempt(size_t i) {
     const SeqSummary& s = st_.seqs[i];
     preempted_[i] = 1;
-    --n_running_;
     owe(i, 0);
     avail_ += s.blocks_released;
     ++slots_;
@@ -188,8 +196,9 @@ class StepPacker {
   // A queued sequence comes in only with the blocks nobody running is owed (the running set's
   // next token first), preempting worse-ranked running work if that makes it fit. A fresh prompt
   // may start with the chunk that fits (chunked prefill); one that was preempted comes back only
-  // when every block it needs to advance fits, plus one block for each running sequence to grow
-  // into, else it would be the first victim again as soon as one of them crosses into a new block
+  // when every block it needs to advance fits, plus one block for each running sequence that
+  // outranks it to grow into, else it would be the first victim again as soon as one of them
+  // crosses into a new block
   // (issue #15: up to 7x more tokens computed than delivered, here; the headroom took 8 streams
   // of 200 tokens in 51 blocks from 1.46x to 1.28x).
   void admit(size_t pos, size_t i) {
@@ -207,9 +216,10 @@ class StepPacker {
     // and adds blocks past it; a swapped one comes back whole, into new blocks.
     const int64_t base = waiting ? s.hit_cost - s.blocks_held : 0;
     auto cost = [&](int64_t n) { return base + blocks_for(s.n_computed + n, bs()); };
-    // `headroom`: the block per running sequence; worth waiting for, not worth preempting for.
+    // `headroom`: a block per running sequence that outranks it (only those may preempt it);
+    // worth waiting for, not worth preempting for.
     auto fit = [&](bool headroom = false) {
-      const int64_t spare = headroom ? n_running_ : 0;
+      const int64_t spare = headroom && s.awaiting_advance ? running_above(pos) : 0;
       if (s.awaiting_advance && cost(remaining(s)) + spare > unowed()) return int64_t{0};
       return std::min(want, (unowed() - base) * bs() - s.n_computed);
     };
@@ -229,7 +239,7 @@ class StepPacker {
     owe(i, cost(remaining(s)) - cost(n));  // the rest of its prompt is the running set's need now
     budget_ -= n;
     --slots_;
-    ++n_running_;
+    admitted_[i] = 1;
     d_.run.push_back({s.id, n});
     if (prompt) note_prefill(s, n);
   }
@@ -242,8 +252,8 @@ class StepPacker {
   std::vector<uint8_t> preempted_;
   std::vector<int64_t> owed_;      // blocks each running sequence still needs to advance
   std::vector<uint8_t> stalled_;   // out of blocks, waiting instead of yielding (awaiting_advance)
+  std::vector<uint8_t> admitted_;  // queued, and running from this step on
   int64_t owed_total_ = 0;
-  int64_t n_running_ = 0;          // running after this step's preemptions and admissions so far
   int64_t avail_, host_avail_, budget_, slots_;
   bool queue_blocked_ = false;
   int32_t best_prefill_priority_ = std::numeric_limits<int32_t>::max();

@@ -18,7 +18,8 @@
 // - Admission uses only the blocks no running sequence is owed: each running
 //   sequence's blocks to advance (its next token, or the rest of its prompt)
 //   come first. A preempted sequence comes back only when all the blocks it
-//   needs to advance fit, with a block to spare for each running sequence;
+//   needs to advance fit, with a block to spare for each running sequence
+//   that outranks it (those may preempt it);
 //   until it has generated a token it is no victim and
 //   does not yield itself (it waits), so no two sequences preempt each other
 //   back and forth. If a step would then run nothing, the worst-ranked such

@@ -221,15 +221,19 @@ TEST(Scheduler, APreemptedSequenceComesBackOnlyWhenItCanAdvance) {
   EXPECT_TRUE(PriorityScheduler().schedule(st).run.empty());
   st.available_blocks = 10;
   EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{1, 32}}));
-  // Beside running work it also leaves each running sequence a block to grow into, so that it is
-  // not the next victim as soon as one of them crosses into a new block: 10 + 1 for decode 3.
-  // (That block is worth waiting for, not preempting 3 for.)
-  st.seqs.push_back(running(3, 8, 7));
+  // Behind running work it also leaves each running sequence that outranks it a block to grow
+  // into, so that it is not their next victim as soon as one of them crosses into a new block:
+  // 10 + 1 for decode 0. (A block worth waiting for, not preempting for.)
+  st.seqs.push_back(running(0, 8, 7));
   Decision d = PriorityScheduler().schedule(st);
   EXPECT_TRUE(d.preempt.empty());
-  EXPECT_EQ(work(d), (W{{3, 1}}));
+  EXPECT_EQ(work(d), (W{{0, 1}}));
   st.available_blocks = 11;
-  EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{1, 32}, {2, 4}, {3, 1}}));
+  EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{0, 1}, {1, 32}, {2, 4}}));
+  // Running work it outranks cannot preempt it: nothing to spare for 3, ranked below.
+  st.seqs = {st.seqs[0], running(3, 8, 7)};
+  st.available_blocks = 10;
+  EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{1, 32}, {3, 1}}));
 }
 
 TEST(Scheduler, AdmissionLeavesTheRunningSetTheBlocksItNeedsToAdvance) {

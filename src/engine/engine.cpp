@@ -127,6 +127,7 @@ SchedulerState Engine::scheduler_state() const {
     x.arrival = seconds_since_start(s.submitted);
     x.arrival_no = id;
     x.n_tokens = s.n_tokens();
+    x.awaiting_advance = s.awaiting_advance;
     switch (s.state) {
       case SeqState::Prefilling:
       case SeqState::Decoding:
@@ -156,6 +157,7 @@ SchedulerState Engine::scheduler_state() const {
 void Engine::apply_preemption(const Decision::Preemption& p) {
   Sequence& s = *seqs_.at(static_cast<uint64_t>(p.id));
   ++s.metrics.n_preemptions;
+  s.awaiting_advance = true;
   if (p.mode == PreemptMode::Swap && kv_->swap_out(p.id).ok()) {
     s.state = SeqState::Swapped;
     ++counters_.preempted_swap;
@@ -228,6 +230,7 @@ void Engine::sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_p
   const int32_t token = s.sampler.sample(logits, s.tokens, static_cast<uint64_t>(pos));
   if (!raw.empty()) e.logprob = static_cast<float>(raw[static_cast<size_t>(token)] - lse);
   s.state = SeqState::Decoding;
+  s.awaiting_advance = false;
   if (s.last_token) s.metrics.inter_token_seconds.push_back(seconds(now - *s.last_token));
   else s.metrics.ttft_seconds = seconds(now - s.submitted);
   s.last_token = now;

@@ -15,6 +15,15 @@
 // - Queued sequences (waiting or swapped) are admitted in rank order; the
 //   first that cannot be admitted even after preempting everything below it
 //   stops admission for this step, so a large request is not overtaken forever.
+// - Admission uses only the blocks no running sequence is owed: each running
+//   sequence's blocks to advance (its next token, or the rest of its prompt)
+//   come first. A preempted sequence comes back only when all the blocks it
+//   needs to advance fit, with a block to spare for each running sequence
+//   that outranks it (those may preempt it);
+//   until it has generated a token it is no victim and
+//   does not yield itself (it waits), so no two sequences preempt each other
+//   back and forth. If a step would then run nothing, the worst-ranked such
+//   waiting sequence yields after all, so the step always makes room.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +46,9 @@ struct SeqSummary {
   int64_t blocks_held = 0;      // Running: primary blocks; Swapped: host blocks; Waiting: blocks of its prefix hit
   int64_t blocks_released = 0;  // Running: primary blocks that preempting it frees or makes evictable
   int64_t hit_cost = 0;         // Waiting: available blocks taking its prefix hit uses up
+  // Preempted, and has generated no token since: queued, it comes back only when every block it
+  // needs to advance fits; running, it is no victim and does not yield itself.
+  bool awaiting_advance = false;
 };
 
 struct SchedulerState {

@@ -68,6 +68,7 @@ struct Sequence {
   const BlockHash root;          // the tenant's prefix-cache chain root
   std::vector<BlockHash> hashes; // of every full block of `tokens`
   SeqState state = SeqState::Waiting;
+  bool awaiting_advance = false;  // preempted and no token generated since (SeqSummary::awaiting_advance)
 
   // Timing (for RequestMetrics).
   Clock::time_point submitted;

@@ -43,7 +43,7 @@ inline constexpr size_t kMaxApiKeyLength = 256;
 inline constexpr size_t kMaxTenantLength = 64;
 
 /// @brief What the API does with personal data in a tenant's prompts and outputs
-/// (server/pii_redactor.h): nothing; masks it ("[EMAIL]") both ways; or replaces it in the
+/// (pii/pii_redactor.h): nothing; masks it ("[EMAIL]") both ways; or replaces it in the
 /// prompt by pseudonyms ("<EMAIL_1>") the model sees, restored in the reply.
 enum class PiiPolicy : uint8_t { Off, Mask, Pseudonymize };
 

@@ -91,6 +91,13 @@ ServingMetrics::ServingMetrics(std::string_view version) {
   tokens_computed_ = &r.counter("tokenhive_engine_tokens_computed_total",
                                 "Tokens through the model: prompt chunks and decodes, recomputation included.")
                           .with();
+  tokens_generated_ = &r.counter("tokenhive_engine_tokens_generated_total",
+                                 "Tokens the engine generated and delivered to streams (stop tokens excluded).")
+                           .with();
+  compute_ratio_ = &r.gauge("tokenhive_engine_tokens_computed_per_generated",
+                            "tokenhive_engine_tokens_computed_total over tokenhive_engine_tokens_generated_total "
+                            "since start (0 before any token): prompts and recomputation after preemption raise it.")
+                        .with();
 
   // The HTTP server's snapshot.
   http_open_ = &r.gauge("tokenhive_http_open_connections", "Open HTTP connections.").with();
@@ -152,6 +159,10 @@ void ServingMetrics::set_engine(const EngineStats& s) {
   preempt_recompute_->set_to_at_least(static_cast<double>(s.preempted_recompute));
   steps_->set_to_at_least(static_cast<double>(s.steps));
   tokens_computed_->set_to_at_least(static_cast<double>(s.tokens_computed));
+  tokens_generated_->set_to_at_least(static_cast<double>(s.tokens_generated));
+  compute_ratio_->set(s.tokens_generated > 0
+                          ? static_cast<double>(s.tokens_computed) / static_cast<double>(s.tokens_generated)
+                          : 0.0);
 }
 
 void ServingMetrics::set_http(const http::HttpServerStats& s) {

@@ -26,7 +26,9 @@
 //     tokenhive_kv_usage_ratio{tier} (tier = primary | host), tokenhive_kv_cached_blocks;
 //     counters raised to the snapshot's cumulative values (never lowered):
 //     tokenhive_preemptions_total{kind = swap | recompute}, tokenhive_engine_steps_total,
-//     tokenhive_engine_tokens_computed_total
+//     tokenhive_engine_tokens_computed_total, tokenhive_engine_tokens_generated_total;
+//     gauge tokenhive_engine_tokens_computed_per_generated (their ratio: about
+//     (prompt + generated) / generated when nothing is recomputed)
 //   set_http: gauges tokenhive_http_open_connections, tokenhive_http_requests_in_flight;
 //     counters tokenhive_http_connections_{accepted,rejected}_total,
 //     tokenhive_http_requests_total, tokenhive_http_bad_requests_total,
@@ -98,7 +100,8 @@ class ServingMetrics {
 
   http::Gauge *running_, *waiting_, *swapped_;
   http::Gauge *kv_used_[2], *kv_total_[2], *kv_ratio_[2], *kv_cached_;
-  http::Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_;
+  http::Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_, *tokens_generated_;
+  http::Gauge* compute_ratio_;
 
   http::Gauge *http_open_, *http_in_flight_;
   http::Counter *http_accepted_, *http_conn_rejected_, *http_requests_, *http_bad_requests_, *http_timeouts_;

@@ -60,6 +60,12 @@ std::vector<std::pair<int64_t, int64_t>> work(const Decision& d) {
 
 using W = std::vector<std::pair<int64_t, int64_t>>;
 
+// Preempted and not advanced since (SeqSummary::awaiting_advance).
+SeqSummary unadvanced(SeqSummary s) {
+  s.awaiting_advance = true;
+  return s;
+}
+
 TEST(Scheduler, DecodesFirstThenPromptChunksInRankOrder) {
   SchedulerState st = state(100, /*budget=*/20);
   st.seqs = {waiting(5, 30), running(1, 9, 8), running(2, 13, 12), waiting(6, 7), running(3, 40, 10)};
@@ -193,6 +199,97 @@ TEST(Scheduler, LowPriorityPromptsCanBeCappedPerStep) {
   EXPECT_EQ(work(PriorityScheduler(kStrict, 16).schedule(st)), (W{{1, 1}, {2, 16}}));
   st.seqs.push_back(waiting(5, 1, 1));  // a one-token prompt is a decode: not capped
   EXPECT_EQ(work(PriorityScheduler(kStrict, 16).schedule(st)), (W{{1, 1}, {2, 16}, {5, 1}}));
+}
+
+// Issue #15's thrash: a preempted sequence came back into the few blocks left, chunk by chunk,
+// and was preempted again before it generated anything. It now comes back whole or not at all.
+TEST(Scheduler, APreemptedSequenceComesBackOnlyWhenItCanAdvance) {
+  SchedulerState st = state(/*blocks=*/3);
+  st.seqs = {unadvanced(waiting(1, 40)), waiting(2, 4)};
+  // 10 blocks to reach its next token, 3 there: it waits, and 2 does not overtake it.
+  EXPECT_TRUE(PriorityScheduler().schedule(st).run.empty());
+  EXPECT_TRUE(FcfsScheduler().schedule(st).run.empty());
+  // A fresh prompt in its place starts with the chunk that fits (chunked prefill).
+  st.seqs[0].awaiting_advance = false;
+  EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{1, 12}}));
+  // Its own cached blocks count: 2 of its 10 are a prefix hit nobody shares (cost 2).
+  st.seqs[0] = unadvanced(waiting(1, 40));
+  st.seqs[0].n_computed = 8;
+  st.seqs[0].blocks_held = 2;
+  st.seqs[0].hit_cost = 2;
+  st.available_blocks = 9;
+  EXPECT_TRUE(PriorityScheduler().schedule(st).run.empty());
+  st.available_blocks = 10;
+  EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{1, 32}}));
+  // Behind running work it also leaves each running sequence that outranks it a block to grow
+  // into, so that it is not their next victim as soon as one of them crosses into a new block:
+  // 10 + 1 for decode 0. (A block worth waiting for, not preempting for.)
+  st.seqs.push_back(running(0, 8, 7));
+  Decision d = PriorityScheduler().schedule(st);
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_EQ(work(d), (W{{0, 1}}));
+  st.available_blocks = 11;
+  EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{0, 1}, {1, 32}, {2, 4}}));
+  // Running work it outranks cannot preempt it: nothing to spare for 3, ranked below.
+  st.seqs = {st.seqs[0], running(3, 8, 7)};
+  st.available_blocks = 10;
+  EXPECT_EQ(work(PriorityScheduler().schedule(st)), (W{{1, 32}, {3, 1}}));
+}
+
+TEST(Scheduler, AdmissionLeavesTheRunningSetTheBlocksItNeedsToAdvance) {
+  // 1 (low priority) decodes into a new block next; 2 (high) arrives with 3 blocks free. It gets
+  // 2 of them and 1 its block, where it used to take all 3 and make 1 yield itself.
+  SchedulerState st = state(/*blocks=*/3);
+  st.seqs = {running(1, 9, 8, 1), waiting(2, 12, 0)};
+  Decision d = PriorityScheduler(kStrict).schedule(st);
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_EQ(work(d), (W{{2, 8}, {1, 1}}));
+  // The rest of a running prompt is owed too: low-priority 3 has 8 of its 40 tokens, 8 blocks
+  // to go. With 9 blocks free, high-priority 4 takes the one nobody is owed; with 8, it comes in
+  // only by preempting 3 (which now would not have had its blocks).
+  st = state(/*blocks=*/9);
+  st.seqs = {running(3, 40, 8, 1), waiting(4, 4, 0)};
+  d = PriorityScheduler(kStrict).schedule(st);
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_EQ(work(d), (W{{4, 4}}));  // (3's chunk waits while a more important prompt computes)
+  st.available_blocks = 8;
+  d = PriorityScheduler(kStrict).schedule(st);
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].id, 3);
+  EXPECT_EQ(work(d), (W{{4, 4}}));
+}
+
+TEST(Scheduler, ASequenceThatHasNotAdvancedSinceItsPreemptionIsNoVictim) {
+  // 1 needs a block, none is free: the worst-ranked running sequence that has advanced gives way.
+  SchedulerState st = state(/*blocks=*/0);
+  st.seqs = {running(1, 9, 8), running(2, 9, 8), unadvanced(running(3, 6, 4))};
+  Decision d = PriorityScheduler().schedule(st);
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].id, 2);
+  EXPECT_EQ(work(d), (W{{1, 1}, {3, 2}}));
+  // Out of blocks with only unadvanced ones below, a sequence that has advanced yields itself...
+  st.seqs = {running(1, 9, 8), unadvanced(running(2, 6, 4))};
+  d = PriorityScheduler().schedule(st);
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].id, 1);
+  EXPECT_EQ(work(d), (W{{2, 2}}));
+  // ...but an unadvanced one waits (keeps its blocks) while others make progress.
+  st.available_blocks = 1;
+  st.seqs = {running(1, 9, 8), unadvanced(running(2, 9, 8))};
+  d = PriorityScheduler().schedule(st);
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_EQ(work(d), (W{{1, 1}}));
+}
+
+TEST(Scheduler, AStepThatWouldDoNothingMakesRoomAfterAll) {
+  // Every running sequence waits on blocks only unadvanced ones hold: the worst-ranked of them
+  // gives way, so the next step runs the others (the engine treats an empty step as a failure).
+  SchedulerState st = state(/*blocks=*/0);
+  st.seqs = {unadvanced(running(1, 9, 8)), unadvanced(running(2, 9, 8))};
+  const Decision d = PriorityScheduler().schedule(st);
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].id, 2);
+  EXPECT_TRUE(d.run.empty());
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ EngineStats engine_snapshot() {
   s.kv.cached_blocks = 12;
   s.steps = 1000;
   s.tokens_computed = 12345;
+  s.tokens_generated = 2469;
   s.preempted_swap = 4;
   s.preempted_recompute = 2;
   return s;
@@ -119,6 +120,8 @@ TEST(ServingMetrics, EngineSnapshotAsGaugesAndCounters) {
   EXPECT_EQ(m.at("tokenhive_preemptions_total{kind=\"recompute\"}"), 2);
   EXPECT_EQ(m.at("tokenhive_engine_steps_total"), 1000);
   EXPECT_EQ(m.at("tokenhive_engine_tokens_computed_total"), 12345);
+  EXPECT_EQ(m.at("tokenhive_engine_tokens_generated_total"), 2469);
+  EXPECT_EQ(m.at("tokenhive_engine_tokens_computed_per_generated"), 5);
 
   // A later snapshot moves gauges either way; counters only forward.
   EngineStats later = engine_snapshot();
@@ -128,6 +131,7 @@ TEST(ServingMetrics, EngineSnapshotAsGaugesAndCounters) {
   later.kv.host_used = 0;
   later.steps = 1001;
   later.preempted_swap = 1;
+  later.tokens_generated = 0;  // (a restarted engine's snapshot) ratio 0, not infinity
   sm.set_engine(later);
   m = samples(sm.render());
   EXPECT_EQ(m.at("tokenhive_requests_running"), 0);
@@ -135,6 +139,8 @@ TEST(ServingMetrics, EngineSnapshotAsGaugesAndCounters) {
   EXPECT_EQ(m.at("tokenhive_kv_usage_ratio{tier=\"host\"}"), 0);
   EXPECT_EQ(m.at("tokenhive_engine_steps_total"), 1001);
   EXPECT_EQ(m.at("tokenhive_preemptions_total{kind=\"swap\"}"), 4);
+  EXPECT_EQ(m.at("tokenhive_engine_tokens_generated_total"), 2469);
+  EXPECT_EQ(m.at("tokenhive_engine_tokens_computed_per_generated"), 0);
 }
 
 TEST(ServingMetrics, HttpSnapshot) {

@@ -30,6 +30,13 @@ run_ctest() {  # dir label
   return 0
 }
 
+echo "== layout (include rules, file and function sizes)"
+if python3 scripts/check_layout.py; then
+  total_pass=$((total_pass + 1))
+else
+  total_fail=$((total_fail + 1)); echo "test.sh: the layout check failed"
+fi
+
 echo "== release build"
 ninja -C build
 run_ctest build release

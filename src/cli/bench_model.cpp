@@ -137,25 +137,10 @@ Result<Speed> repeat(int reps, double tokens, const char* what, F&& seconds) {
   return s;
 }
 
-int run_bench_model(const BenchModelFlags& f) {
-  Result<std::string> path = resolve_model_path(f.model);
-  if (!path.ok()) return fail(path.message());
-  Result<GgufFile> file = GgufFile::open(*path);
-  if (!file.ok()) return fail(file.message());
-  std::unique_ptr<Backend> backend = make_bench_backend(f);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
-  if (!model.ok()) return fail(model.message());
-  LlamaModel& m = **model;
-  const ModelConfig& c = m.config();
-  Result<std::vector<MatrixRead>> reads = llama_matrix_reads(*file, c);
-  if (!reads.ok()) return fail(reads.message());
-  const ForwardCost cost = forward_cost(*reads);
-  const ModelInfo info = model_info(*file, c, *reads);
-  const cpu::Isa isa = cpu::best_isa();
-
-  // The machine's limits first, while nothing else of ours is running.
+// The machine's limits (bandwidth, int8 and fp32 peaks), measured unless given by flags;
+// `probes` gets what each probe saw.
+Result<MachinePeaks> measure_peaks(const BenchModelFlags& f, cpu::Isa isa, Json& probes) {
   MachinePeaks peaks{f.bandwidth_gbps, f.int8_gops, f.fp32_gflops};
-  Json probes = Json::object();
   if (!f.no_probe && peaks.bandwidth_gb_per_s <= 0) {
     progress("bandwidth probe: %lld MiB, %d threads, %d reps", static_cast<long long>(f.probe_mib), f.threads, f.probe_reps);
     cpu::BandwidthOptions o;
@@ -163,7 +148,7 @@ int run_bench_model(const BenchModelFlags& f) {
     o.n_threads = f.threads;
     o.reps = f.probe_reps;
     Result<cpu::BandwidthResult> bw = cpu::measure_bandwidth(o);
-    if (!bw.ok()) return fail(bw.message());
+    if (!bw.ok()) return bw.status();
     peaks.bandwidth_gb_per_s = bw->read_gb_per_s.best;
     probes["bandwidth"] = {{"read_best_gb_per_s", bw->read_gb_per_s.best},
                            {"read_median_gb_per_s", bw->read_gb_per_s.median},
@@ -187,8 +172,134 @@ int run_bench_model(const BenchModelFlags& f) {
                    {"reps", f.probe_reps}};
     return ok_status();
   };
-  if (Status s = compute_probe("fp32_fma", cpu::measure_fp32_fma_peak, peaks.fp32_gflops); !s.ok()) return fail(s.message());
-  if (Status s = compute_probe("int8_dot", cpu::measure_int8_dot_peak, peaks.int8_gops); !s.ok()) return fail(s.message());
+  TH_RETURN_IF_ERROR(compute_probe("fp32_fma", cpu::measure_fp32_fma_peak, peaks.fp32_gflops));
+  TH_RETURN_IF_ERROR(compute_probe("int8_dot", cpu::measure_int8_dot_peak, peaks.int8_gops));
+  return peaks;
+
+}
+
+// What one `bench model` run measured, for the JSON and the table.
+struct BenchModelRun {
+  std::string path;
+  ModelInfo info;
+  ForwardCost cost;
+  const ModelConfig* config = nullptr;
+  cpu::Isa isa{};
+  std::string backend_name;
+  MachinePeaks peaks;
+  Json probes = Json::object();
+  Speed prefill, decode;
+  std::map<int64_t, Speed> batched;
+};
+
+void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
+  const double prefill_ceiling = compute_ceiling_tokens_per_s(r.cost, r.peaks);
+  const double decode_ceiling = decode_ceiling_tokens_per_s(r.cost, r.peaks, 1);
+  Json j;
+  j["model"] = {{"path", r.path},
+                {"name", r.info.name},
+                {"arch", r.info.arch},
+                {"type", r.info.type},
+                {"params", r.info.params},
+                {"weight_bytes", r.info.weight_bytes},
+                {"weight_bytes_per_token", r.cost.weight_bytes_per_token()},
+                {"matrix_bytes", r.cost.matrix_bytes},
+                {"lookup_bytes_per_token", r.cost.lookup_bytes_per_token},
+                {"int8_ops_per_token", 2 * r.cost.int8_macs_per_token},
+                {"fp32_flops_per_token", 2 * r.cost.float_macs_per_token},
+                {"n_layer", r.config->n_layer},
+                {"n_embd", r.config->n_embd},
+                {"n_vocab", r.config->n_vocab}};
+  j["threads"] = f.threads;
+  j["isa"] = cpu::isa_name(r.isa);
+  j["backend"] = r.backend_name;
+  j["reps"] = f.reps;
+  j["prompt_tokens"] = f.prompt;
+  j["ubatch"] = f.ubatch;
+  j["gen_tokens"] = f.gen;
+  j["batch_gen_steps"] = f.batch_gen;
+  j["decode_context_tokens"] = kDecodeContext;
+  j["bandwidth_gb_per_s"] = number_or_null(r.peaks.bandwidth_gb_per_s);
+  j["int8_peak_gops"] = number_or_null(r.peaks.int8_gops);
+  j["fp32_peak_gflops"] = number_or_null(r.peaks.fp32_gflops);
+  j["probes"] = r.probes;
+  j["prefill_tokens_per_s"] = r.prefill.median;
+  j["prefill_ceiling_tokens_per_s"] = number_or_null(prefill_ceiling);
+  j["prefill_pct_of_ceiling"] = number_or_null(pct(r.prefill.median, prefill_ceiling));
+  j["decode_tokens_per_s"] = r.decode.median;
+  j["decode_ceiling_tokens_per_s"] = number_or_null(decode_ceiling);
+  j["decode_pct_of_ceiling"] = number_or_null(pct(r.decode.median, decode_ceiling));
+  Json tps = Json::object(), ceil = Json::object(), pcts = Json::object(), samples = Json::object();
+  for (const auto& [b, s] : r.batched) {
+    const std::string key = std::to_string(b);
+    const double cl = decode_ceiling_tokens_per_s(r.cost, r.peaks, b);
+    tps[key] = s.median;
+    ceil[key] = number_or_null(cl);
+    pcts[key] = number_or_null(pct(s.median, cl));
+    samples[key] = s.samples;
+  }
+  j["batched_decode_tokens_per_s"] = tps;
+  j["batched_decode_ceiling_tokens_per_s"] = ceil;
+  j["batched_decode_pct_of_ceiling"] = pcts;
+  j["samples"] = {{"prefill_tokens_per_s", r.prefill.samples},
+                  {"decode_tokens_per_s", r.decode.samples},
+                  {"batched_decode_tokens_per_s", samples}};
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
+  const double prefill_ceiling = compute_ceiling_tokens_per_s(r.cost, r.peaks);
+  const double decode_ceiling = decode_ceiling_tokens_per_s(r.cost, r.peaks, 1);
+  auto or_dash = [](double v, const char* fmt) {
+    if (!(v > 0)) return std::string("-");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return std::string(buf);
+  };
+  std::printf("model    %s (%s, %s): %.3g B params, %.3g GB of weights; per token %.3g GB read, %.3g GOP\n",
+              r.info.name.c_str(), r.info.arch.c_str(), r.info.type.c_str(), static_cast<double>(r.info.params) / 1e9,
+              static_cast<double>(r.info.weight_bytes) / 1e9, static_cast<double>(r.cost.weight_bytes_per_token()) / 1e9,
+              2.0 * static_cast<double>(r.cost.macs_per_token()) / 1e9);
+  std::printf("machine  %d threads, %s: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s\n", f.threads,
+              std::string(cpu::isa_name(r.isa)).c_str(), or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(),
+              or_dash(r.peaks.int8_gops, "%.0f").c_str(), or_dash(r.peaks.fp32_gflops, "%.0f").c_str());
+  std::printf("backend  %s; medians of %d reps\n\n", std::string(r.backend_name).c_str(), f.reps);
+  std::printf("%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
+  auto row = [&](const std::string& test, double v, double ceiling) {
+    std::printf("%-28s %12.2f %12s %8s\n", test.c_str(), v, or_dash(ceiling, "%.2f").c_str(),
+                or_dash(pct(v, ceiling), "%.1f").c_str());
+  };
+  row("prefill " + std::to_string(f.prompt) + " (ubatch " + std::to_string(f.ubatch) + ")", r.prefill.median, prefill_ceiling);
+  row("decode " + std::to_string(f.gen) + " (batch 1)", r.decode.median, decode_ceiling);
+  for (const auto& [b, s] : r.batched) {
+    if (b == 1) continue;
+    row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
+        decode_ceiling_tokens_per_s(r.cost, r.peaks, b));
+  }
+}
+
+int run_bench_model(const BenchModelFlags& f) {
+  Result<std::string> path = resolve_model_path(f.model);
+  if (!path.ok()) return fail(path.message());
+  Result<GgufFile> file = GgufFile::open(*path);
+  if (!file.ok()) return fail(file.message());
+  std::unique_ptr<Backend> backend = make_bench_backend(f);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+  if (!model.ok()) return fail(model.message());
+  LlamaModel& m = **model;
+  const ModelConfig& c = m.config();
+  Result<std::vector<MatrixRead>> reads = llama_matrix_reads(*file, c);
+  if (!reads.ok()) return fail(reads.message());
+  BenchModelRun r;
+  r.path = *path;
+  r.cost = forward_cost(*reads);
+  r.info = model_info(*file, c, *reads);
+  r.config = &c;
+  r.isa = cpu::best_isa();
+  r.backend_name = std::string(backend->name());
+  Result<MachinePeaks> peaks = measure_peaks(f, r.isa, r.probes);  // while nothing else of ours runs
+  if (!peaks.ok()) return fail(peaks.message());
+  r.peaks = *peaks;
 
   // One untimed token first: the weights' pages come in from the file here, not in a timed run.
   if (Result<double> w = time_decode(m, *backend, 1, 1, 1, f.seed); !w.ok()) return fail(w.message());
@@ -201,10 +312,9 @@ int run_bench_model(const BenchModelFlags& f) {
   Result<Speed> decode = repeat(f.reps, static_cast<double>(f.gen), "decode",
                                 [&] { return time_decode(m, *backend, 1, kDecodeContext, f.gen, f.seed); });
   if (!decode.ok()) return fail(decode.message());
-  std::map<int64_t, Speed> batched;
   for (int64_t b : f.batches) {
     if (b == 1) {  // batch 1 is the decode measurement itself
-      batched[b] = *decode;
+      r.batched[b] = *decode;
       continue;
     }
     progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
@@ -212,91 +322,16 @@ int run_bench_model(const BenchModelFlags& f) {
     Result<Speed> s = repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(),
                              [&] { return time_decode(m, *backend, b, kDecodeContext, f.batch_gen, f.seed); });
     if (!s.ok()) return fail(s.message());
-    batched[b] = *s;
+    r.batched[b] = *s;
   }
 
-  const double prefill_ceiling = compute_ceiling_tokens_per_s(cost, peaks);
-  const double decode_ceiling = decode_ceiling_tokens_per_s(cost, peaks, 1);
+  r.prefill = *prefill;
+  r.decode = *decode;
 
   if (f.json) {
-    Json j;
-    j["model"] = {{"path", *path},
-                  {"name", info.name},
-                  {"arch", info.arch},
-                  {"type", info.type},
-                  {"params", info.params},
-                  {"weight_bytes", info.weight_bytes},
-                  {"weight_bytes_per_token", cost.weight_bytes_per_token()},
-                  {"matrix_bytes", cost.matrix_bytes},
-                  {"lookup_bytes_per_token", cost.lookup_bytes_per_token},
-                  {"int8_ops_per_token", 2 * cost.int8_macs_per_token},
-                  {"fp32_flops_per_token", 2 * cost.float_macs_per_token},
-                  {"n_layer", c.n_layer},
-                  {"n_embd", c.n_embd},
-                  {"n_vocab", c.n_vocab}};
-    j["threads"] = f.threads;
-    j["isa"] = cpu::isa_name(isa);
-    j["backend"] = backend->name();
-    j["reps"] = f.reps;
-    j["prompt_tokens"] = f.prompt;
-    j["ubatch"] = f.ubatch;
-    j["gen_tokens"] = f.gen;
-    j["batch_gen_steps"] = f.batch_gen;
-    j["decode_context_tokens"] = kDecodeContext;
-    j["bandwidth_gb_per_s"] = number_or_null(peaks.bandwidth_gb_per_s);
-    j["int8_peak_gops"] = number_or_null(peaks.int8_gops);
-    j["fp32_peak_gflops"] = number_or_null(peaks.fp32_gflops);
-    j["probes"] = probes;
-    j["prefill_tokens_per_s"] = prefill->median;
-    j["prefill_ceiling_tokens_per_s"] = number_or_null(prefill_ceiling);
-    j["prefill_pct_of_ceiling"] = number_or_null(pct(prefill->median, prefill_ceiling));
-    j["decode_tokens_per_s"] = decode->median;
-    j["decode_ceiling_tokens_per_s"] = number_or_null(decode_ceiling);
-    j["decode_pct_of_ceiling"] = number_or_null(pct(decode->median, decode_ceiling));
-    Json tps = Json::object(), ceil = Json::object(), pcts = Json::object(), samples = Json::object();
-    for (const auto& [b, s] : batched) {
-      const std::string key = std::to_string(b);
-      const double cl = decode_ceiling_tokens_per_s(cost, peaks, b);
-      tps[key] = s.median;
-      ceil[key] = number_or_null(cl);
-      pcts[key] = number_or_null(pct(s.median, cl));
-      samples[key] = s.samples;
-    }
-    j["batched_decode_tokens_per_s"] = tps;
-    j["batched_decode_ceiling_tokens_per_s"] = ceil;
-    j["batched_decode_pct_of_ceiling"] = pcts;
-    j["samples"] = {{"prefill_tokens_per_s", prefill->samples},
-                    {"decode_tokens_per_s", decode->samples},
-                    {"batched_decode_tokens_per_s", samples}};
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-
-  auto or_dash = [](double v, const char* fmt) {
-    if (!(v > 0)) return std::string("-");
-    char buf[64];
-    std::snprintf(buf, sizeof buf, fmt, v);
-    return std::string(buf);
-  };
-  std::printf("model    %s (%s, %s): %.3g B params, %.3g GB of weights; per token %.3g GB read, %.3g GOP\n",
-              info.name.c_str(), info.arch.c_str(), info.type.c_str(), static_cast<double>(info.params) / 1e9,
-              static_cast<double>(info.weight_bytes) / 1e9, static_cast<double>(cost.weight_bytes_per_token()) / 1e9,
-              2.0 * static_cast<double>(cost.macs_per_token()) / 1e9);
-  std::printf("machine  %d threads, %s: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s\n", f.threads,
-              std::string(cpu::isa_name(isa)).c_str(), or_dash(peaks.bandwidth_gb_per_s, "%.1f").c_str(),
-              or_dash(peaks.int8_gops, "%.0f").c_str(), or_dash(peaks.fp32_gflops, "%.0f").c_str());
-  std::printf("backend  %s; medians of %d reps\n\n", std::string(backend->name()).c_str(), f.reps);
-  std::printf("%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
-  auto row = [&](const std::string& test, double v, double ceiling) {
-    std::printf("%-28s %12.2f %12s %8s\n", test.c_str(), v, or_dash(ceiling, "%.2f").c_str(),
-                or_dash(pct(v, ceiling), "%.1f").c_str());
-  };
-  row("prefill " + std::to_string(f.prompt) + " (ubatch " + std::to_string(f.ubatch) + ")", prefill->median, prefill_ceiling);
-  row("decode " + std::to_string(f.gen) + " (batch 1)", decode->median, decode_ceiling);
-  for (const auto& [b, s] : batched) {
-    if (b == 1) continue;
-    row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
-        decode_ceiling_tokens_per_s(cost, peaks, b));
+    print_json(f, r);
+  } else {
+    print_table(f, r);
   }
   return 0;
 }

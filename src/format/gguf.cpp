@@ -240,6 +240,46 @@ bool is_integer(GgufType t) {
          t == GgufType::INT64;
 }
 
+// One tensor's info (name, dims, type, offset) read and checked against the file's size:
+// rows whole blocks, the offset aligned, the bytes within the file.
+Status read_tensor_info(Reader& r, uint64_t alignment, size_t size, GgufTensor* t) {
+  if (Status s = r.read_string(&t->name, "tensor name"); !s.ok()) return s;
+  // Whatever goes wrong from here on, the message names the tensor.
+  auto fail_t = [&](const Status& s) { return Status::errorf("tensor ", quoted(t->name), ": ", s.message()); };
+  uint32_t n_dims = 0;
+  if (Status s = r.read(&n_dims, "dimension count"); !s.ok()) return fail_t(s);
+  if (n_dims == 0 || n_dims > kMaxDims)
+    return fail_t(Status::errorf(n_dims, " dimensions (1 to ", kMaxDims, " allowed)"));
+  int64_t n_elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    uint64_t dim = 0;
+    if (Status s = r.read(&dim, "dimension"); !s.ok()) return fail_t(s);
+    if (dim == 0 || dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / n_elements))
+      return fail_t(Status::errorf("dimension ", d, " = ", dim, " is zero or too large"));
+    n_elements *= static_cast<int64_t>(dim);
+    t->dims.push_back(static_cast<int64_t>(dim));
+  }
+  uint32_t raw_type = 0;
+  if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail_t(s);
+  const DTypeInfo* info = dtype_info(raw_type);
+  if (!info) return fail_t(unsupported_type(raw_type));
+  t->type = info->type;
+  if (t->dims[0] % info->block_size != 0)
+    return fail_t(Status::errorf("row length ", t->dims[0], " is not a multiple of the ", info->name,
+                                 " block size ", info->block_size));
+  if (Status s = r.read(&t->offset, "data offset"); !s.ok()) return fail_t(s);
+  if (t->offset % alignment != 0)
+    return fail_t(Status::errorf("offset ", t->offset, " is not aligned to ", alignment));
+  // n_elements < 2^63 and type_size <= 292: the product fits in 128 bits; check it fits in size_t.
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(n_elements / info->block_size) * info->type_size;
+  if (bytes > UINT64_MAX)
+    return fail_t(Status::errorf("2^64 or more bytes of data cannot fit in a ", size, "-byte file"));
+  if (bytes > size)
+    return fail_t(Status::errorf(static_cast<uint64_t>(bytes), " bytes of data cannot fit in a ", size, "-byte file"));
+  t->nbytes = static_cast<size_t>(bytes);
+  return ok_status();
+}
+
 }  // namespace
 
 std::string_view gguf_type_name(GgufType t) {
@@ -348,40 +388,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string n
   g.tensors_.reserve(upfront(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
-    if (Status s = r.read_string(&t.name, "tensor name"); !s.ok()) return fail(s);
-    // Whatever goes wrong from here on, the message names the tensor.
-    auto fail_t = [&](const Status& s) { return fail(Status::errorf("tensor ", quoted(t.name), ": ", s.message())); };
-    uint32_t n_dims = 0;
-    if (Status s = r.read(&n_dims, "dimension count"); !s.ok()) return fail_t(s);
-    if (n_dims == 0 || n_dims > kMaxDims)
-      return fail_t(Status::errorf(n_dims, " dimensions (1 to ", kMaxDims, " allowed)"));
-    int64_t n_elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t dim = 0;
-      if (Status s = r.read(&dim, "dimension"); !s.ok()) return fail_t(s);
-      if (dim == 0 || dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / n_elements))
-        return fail_t(Status::errorf("dimension ", d, " = ", dim, " is zero or too large"));
-      n_elements *= static_cast<int64_t>(dim);
-      t.dims.push_back(static_cast<int64_t>(dim));
-    }
-    uint32_t raw_type = 0;
-    if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail_t(s);
-    const DTypeInfo* info = dtype_info(raw_type);
-    if (!info) return fail_t(unsupported_type(raw_type));
-    t.type = info->type;
-    if (t.dims[0] % info->block_size != 0)
-      return fail_t(Status::errorf("row length ", t.dims[0], " is not a multiple of the ", info->name,
-                                   " block size ", info->block_size));
-    if (Status s = r.read(&t.offset, "data offset"); !s.ok()) return fail_t(s);
-    if (t.offset % g.alignment_ != 0)
-      return fail_t(Status::errorf("offset ", t.offset, " is not aligned to ", g.alignment_));
-    // n_elements < 2^63 and type_size <= 292: the product fits in 128 bits; check it fits in size_t.
-    const unsigned __int128 bytes = static_cast<unsigned __int128>(n_elements / info->block_size) * info->type_size;
-    if (bytes > UINT64_MAX)
-      return fail_t(Status::errorf("2^64 or more bytes of data cannot fit in a ", size, "-byte file"));
-    if (bytes > size)
-      return fail_t(Status::errorf(static_cast<uint64_t>(bytes), " bytes of data cannot fit in a ", size, "-byte file"));
-    t.nbytes = static_cast<size_t>(bytes);
+    if (Status s = read_tensor_info(r, g.alignment_, size, &t); !s.ok()) return fail(s);
     if (g.tensor_index_.count(t.name)) return fail(Status::errorf("duplicate tensor name ", quoted(t.name)));
     g.tensor_index_.emplace(t.name, g.tensors_.size());
     g.tensors_.push_back(std::move(t));

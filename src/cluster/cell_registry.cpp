@@ -224,13 +224,25 @@ std::string CellWatcher::last_error() const {
 void CellWatcher::on_change(OnChange callback) {
   std::lock_guard<std::mutex> lock(callback_mu_);
   callback_ = std::move(callback);
-  if (callback_ && synced()) callback_(cells());
+  notified_.reset();
+  if (synced()) notify_locked();
 }
 
 void CellWatcher::notify() {
-  // The set is read under callback_mu_, so calls see sets in the order they were made.
   std::lock_guard<std::mutex> lock(callback_mu_);
-  if (callback_) callback_(cells());
+  notify_locked();
+}
+
+void CellWatcher::notify_locked() {
+  // The set is read under callback_mu_, so calls see sets in the order they were made; a set
+  // equal to the one last passed (ids and urls) is not passed again: on_change racing the first
+  // sync would otherwise hand the same set twice.
+  if (!callback_) return;
+  std::vector<DiscoveredCell> now = cells();
+  auto same = [](const DiscoveredCell& a, const DiscoveredCell& b) { return a.id == b.id && a.url == b.url; };
+  if (notified_ && std::equal(now.begin(), now.end(), notified_->begin(), notified_->end(), same)) return;
+  notified_ = now;
+  callback_(now);
 }
 
 bool CellWatcher::apply_put(std::string_view key, std::string_view value, int64_t mod_revision) {

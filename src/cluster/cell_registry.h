@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -172,6 +173,7 @@ class CellWatcher {
   bool apply_put(std::string_view key, std::string_view value, int64_t mod_revision);
   bool apply_delete(std::string_view key);
   void notify();
+  void notify_locked();  // callback_mu_ held
   bool sleep_for(std::chrono::milliseconds d);  // false when stopping
   void log(std::string_view line) const;
 
@@ -186,6 +188,7 @@ class CellWatcher {
 
   std::mutex callback_mu_;  // held while a callback runs: calls are serialized
   OnChange callback_;
+  std::optional<std::vector<DiscoveredCell>> notified_;  // the set last passed to callback_
 
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> resyncs_{0};

@@ -386,8 +386,14 @@ TEST_F(EtcdCells, WatcherSeesTwoRegistrations) {
   // etcd delivers the two puts in one watch message, as it may on a busy machine).
   (*w)->stop();  // no callback after this (the registrations' revokes come as they go)
   std::lock_guard<std::mutex> lock(mu);
-  ASSERT_GE(sets.size(), 2u);
-  ASSERT_LE(sets.size(), 3u);
+  std::string seen;
+  for (const auto& s : sets) {
+    seen += "[";
+    for (const std::string& id : s) seen += id + " ";
+    seen += "] ";
+  }
+  ASSERT_GE(sets.size(), 2u) << seen;
+  ASSERT_LE(sets.size(), 3u) << seen;
   EXPECT_TRUE(sets.front().empty());
   if (sets.size() == 3) EXPECT_EQ(sets[1], std::vector<std::string>({"cell-a"}));
   EXPECT_EQ(sets.back(), std::vector<std::string>({"cell-a", "cell-b"}));

@@ -80,8 +80,12 @@ struct FloatTiles {
     }
     if (body < cols) {
       const int n = static_cast<int>(cols - body);
+      // Unrolled like the body: a loop here would index acc at run time and keep it in
+      // memory, a store per FMA in the body too (AVX-512 4 x 4 at 32 tokens: 40% slower).
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const auto wv = load_part<V, kType>(reinterpret_cast<const E*>(w + r * w_row_bytes) + body, n);
+#pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           const float* xt = reinterpret_cast<const float*>(x + t * x_row_bytes) + body;
           acc[r][t] = V::fmadd(wv, load_part<V, DType::F32>(xt, n), acc[r][t]);

@@ -126,9 +126,12 @@ void prepare_row(const uint8_t* act, int64_t cols, uint8_t* dst) {
 // kInlineScales: d_w comes from the table per (row, group) (few tokens: little to reuse);
 // otherwise from dwf (8 lane scales per group, row r at dwf + r * dwf_stride), converted
 // once per row panel and reused by every token tile. add: y += result, else y = result.
+// (Inlined into GroupTiles::tile, the function the tables point to: a call in between
+// cost 0.6% of the instructions of a 110m q8_0 run, callgrind.)
 template <class G, int R, int T, bool kInlineScales>
-void group_tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act, size_t act_stride,
-                const float* dwf, int64_t dwf_stride, const float* f16, float* y, int64_t y_stride, bool add) {
+[[gnu::always_inline]] inline void group_tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act,
+                                              size_t act_stride, const float* dwf, int64_t dwf_stride,
+                                              const float* f16, float* y, int64_t y_stride, bool add) {
   __m256 acc[R][T];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)

@@ -26,7 +26,8 @@
 // A family supplies a trait G:
 //   kBytes              bytes per weight block (fp16 d first)
 //   kActBytes           bytes per prepared activation group: X0..X3 (4 x 32 bytes), then
-//                       anything else (offset correction), then the 8 lane scales d_x at kDxOffset
+//                       the lane offset corrections if any, then the 8 lane scales d_x at
+//                       kDxOffset (the three from GroupLayout<kDxOffset>)
 //   Regs load(g)        one row's four blocks from the group's first byte g
 //   __m256i dot(r, a)   the exact int32 dot product per lane with prepared group a
 //   lane_block(l)       which of the four blocks lane l (of 8 int32 lanes) belongs to

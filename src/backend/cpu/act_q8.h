@@ -9,10 +9,12 @@
 // on a CPU without them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "tensor/quant_blocks.h"
 
 namespace th::cpu {
 
@@ -33,6 +35,44 @@ const float* f16_table();
 /// @brief A per-thread buffer of at least n floats, 64-byte aligned, one per slot (0..3).
 /// Grown on demand and kept, so steady-state gemm calls do not allocate.
 float* thread_scratch(int slot, size_t n);
+
+/// @brief The plain C++ gemm of a weight format with Q8_0 activations (the reference the SIMD
+/// variants are measured against, and what a CPU without AVX2 runs). W decodes a block:
+/// W::kBytes its size, W::levels(block, q) its 32 levels as int8 (element order), its fp16
+/// scale at its first byte. Per 32-element block the product is exact in int32, then scaled
+/// by d_w * d_x and summed in f32, as ggml_vec_dot_*_q8_0 does. Each weight row is read once
+/// per tile of 4 tokens, whose activations stay in L1 across rows. Instantiate it in the
+/// baseline files only (matmul_q8_0.cpp, matmul_q4_0.cpp).
+template <class W>
+void gemm_q8act_generic(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                        const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  constexpr int kTokens = 4;
+  const int64_t nb = cols / kQK;
+  const float* f16 = f16_table();
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));
+    const BlockQ8_0* x[kTokens];
+    for (int t = 0; t < nt; ++t) x[t] = reinterpret_cast<const BlockQ8_0*>(act + (t0 + t) * act_row_bytes);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w + r * w_row_bytes;
+      float acc[kTokens] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = wr + b * W::kBytes;
+        int8_t q[kQK];
+        W::levels(blk, q);
+        uint16_t d;
+        __builtin_memcpy(&d, blk, sizeof d);
+        const float dw = f16[d];
+        for (int t = 0; t < nt; ++t) {
+          int32_t sum = 0;
+          for (int i = 0; i < kQK; ++i) sum += q[i] * x[t][b].qs[i];
+          acc[t] += dw * f16[x[t][b].d] * static_cast<float>(sum);
+        }
+      }
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * y_stride + r] = acc[t];
+    }
+  }
+}
 
 // Kernel objects, constant-initialized (no code from an ISA file runs before the CPU check).
 extern const MatmulKernel kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512;

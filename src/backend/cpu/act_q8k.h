@@ -96,9 +96,32 @@ extern template void gemm_via_panels<PanelK6>(void (*)(const uint8_t*, int64_t, 
                                               const uint8_t*, size_t, int64_t, int64_t, int64_t, const uint8_t*,
                                               size_t, int64_t, float*, int64_t);
 
+/// The pieces a K-quant family's gemm is made of, per ISA.
+using GemvKFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                         const uint8_t* act, float* y);
+template <class Panel>
+using UnpackKFn = void (*)(const uint8_t* row, int64_t nb, Panel* out);
+template <class Panel>
+using PanelCoreFn = void (*)(const Panel* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
+                             int64_t n_tokens, float* y, int64_t y_stride);
+
+/// @brief A K-quant family's gemm (MatmulKernel::gemm semantics) from its pieces: one token
+/// through kGemv where there is one (the SIMD variants stream each row once, no panel), more
+/// tokens through gemm_via_panels with kUnpack and kCore. Instantiated in the families'
+/// baseline files (matmul_q4_k.cpp, ...): it only calls the pieces, so the ISA code stays in
+/// the *_avx2.cpp / *_avx512.cpp files that define them.
+template <class Panel, GemvKFn kGemv, UnpackKFn<Panel> kUnpack, PanelCoreFn<Panel> kCore>
+void gemm_kquant(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                 size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  if constexpr (kGemv != nullptr) {
+    if (n_tokens == 1) return kGemv(w, w_row_bytes, cols, r0, r1, act, y);
+  }
+  gemm_via_panels<Panel>(kUnpack, kCore, w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
+}
+
 /// The AVX2 pieces of each family, which its AVX-512 variant reuses: the row unpackers, and
 /// the one-token path (y[r] = dot(row r, act row 0) for r in [r0, r1)), which is bound by
-/// memory bandwidth, not by vector width.
+/// memory bandwidth, not by vector width (the AVX-512 variants differ in the core alone).
 void unpack_q4_k_avx2(const uint8_t* row, int64_t nb, PanelK4* out);
 void unpack_q5_k_avx2(const uint8_t* row, int64_t nb, PanelK4* out);
 void unpack_q6_k_avx2(const uint8_t* row, int64_t nb, PanelK6* out);

@@ -26,16 +26,23 @@ void unpack_q5_k(const uint8_t* row, int64_t nb, PanelK4* out) {
   }
 }
 
-void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
-          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_via_panels<PanelK4>(unpack_q5_k, panel_gemm_k4_generic, w, w_row_bytes, cols, r0, r1, act, act_row_bytes,
-                           n_tokens, y, y_stride);
-}
-
 }  // namespace
 
 MatmulKernel matmul_q5_k_generic() {
-  return {DType::Q5_K, DType::Q8_K, Isa::Generic, quantize_row_q8_k_ref, gemm};
+  return {DType::Q5_K, DType::Q8_K, Isa::Generic, quantize_row_q8_k_ref,
+          gemm_kquant<PanelK4, nullptr, unpack_q5_k, panel_gemm_k4_generic>};
+}
+
+MatmulKernel matmul_q5_k_avx2() {
+  return {DType::Q5_K, DType::Q8_K, Isa::Avx2, quantize_row_q8_k_avx2,
+          gemm_kquant<PanelK4, gemv_q5_k_avx2, unpack_q5_k_avx2, panel_gemm_k4_avx2>};
+}
+
+// AVX-512: the AVX2 unpacking and one-token path (decode is bound by memory bandwidth,
+// which wider vectors do not raise), act_q8k_avx512.cpp's core for more tokens.
+MatmulKernel matmul_q5_k_avx512() {
+  return {DType::Q5_K, DType::Q8_K, Isa::Avx512, quantize_row_q8_k_avx2,
+          gemm_kquant<PanelK4, gemv_q5_k_avx2, unpack_q5_k_avx2, panel_gemm_k4_avx512>};
 }
 
 }  // namespace th::cpu

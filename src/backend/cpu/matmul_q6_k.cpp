@@ -36,16 +36,23 @@ void unpack_q6_k(const uint8_t* row, int64_t nb, PanelK6* out) {
   }
 }
 
-void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
-          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_via_panels<PanelK6>(unpack_q6_k, panel_gemm_k6_generic, w, w_row_bytes, cols, r0, r1, act, act_row_bytes,
-                           n_tokens, y, y_stride);
-}
-
 }  // namespace
 
 MatmulKernel matmul_q6_k_generic() {
-  return {DType::Q6_K, DType::Q8_K, Isa::Generic, quantize_row_q8_k_ref, gemm};
+  return {DType::Q6_K, DType::Q8_K, Isa::Generic, quantize_row_q8_k_ref,
+          gemm_kquant<PanelK6, nullptr, unpack_q6_k, panel_gemm_k6_generic>};
+}
+
+MatmulKernel matmul_q6_k_avx2() {
+  return {DType::Q6_K, DType::Q8_K, Isa::Avx2, quantize_row_q8_k_avx2,
+          gemm_kquant<PanelK6, gemv_q6_k_avx2, unpack_q6_k_avx2, panel_gemm_k6_avx2>};
+}
+
+// AVX-512: the AVX2 unpacking and one-token path (decode is bound by memory bandwidth,
+// which wider vectors do not raise), act_q8k_avx512.cpp's core for more tokens.
+MatmulKernel matmul_q6_k_avx512() {
+  return {DType::Q6_K, DType::Q8_K, Isa::Avx512, quantize_row_q8_k_avx2,
+          gemm_kquant<PanelK6, gemv_q6_k_avx2, unpack_q6_k_avx2, panel_gemm_k6_avx512>};
 }
 
 }  // namespace th::cpu

@@ -11,7 +11,6 @@
 
 #include "backend/cpu/act_q8k.h"
 #include "backend/cpu/kquant_avx2.h"
-#include "backend/cpu/matmul_kernels.h"
 #include "tensor/quant_blocks.h"
 
 namespace th::cpu {
@@ -90,25 +89,10 @@ void unpack_q6_k_avx2(const uint8_t* row, int64_t nb, PanelK6* out) {
   }
 }
 
-namespace {
-
-void gemm(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
-          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  if (n_tokens == 1) return gemv_q6_k_avx2(w, w_row_bytes, cols, r0, r1, act, y);
-  gemm_via_panels<PanelK6>(unpack_q6_k_avx2, panel_gemm_k6_avx2, w, w_row_bytes, cols, r0, r1, act, act_row_bytes,
-                           n_tokens, y, y_stride);
-}
-
-}  // namespace
-
 void gemv_q6_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                     const uint8_t* act, float* y) {
   const int64_t nb = cols / kQKK;
   for (int64_t r = r0; r < r1; ++r) y[r] = dot_row(w + r * w_row_bytes, act, nb);
-}
-
-MatmulKernel matmul_q6_k_avx2() {
-  return {DType::Q6_K, DType::Q8_K, Isa::Avx2, quantize_row_q8_k_avx2, gemm};
 }
 
 }  // namespace th::cpu

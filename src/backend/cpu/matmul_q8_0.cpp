@@ -1,12 +1,9 @@
-// Q8_0 weights x Q8_0 activations, plain C++: the reference the SIMD
-// variants are measured against, and what a CPU without AVX2 runs.
-//
-// Per 32-element block the product is exact in int32 (|sum| <= 32 * 127 * 127),
-// then scaled by d_w * d_x (exact in f32: two 11-bit mantissas) and summed in
-// f32, as ggml_vec_dot_q8_0_q8_0 does. Each weight row is read once per tile
-// of kTokens tokens, and the tile's activations (kTokens * 34 bytes per block)
-// stay in L1 across rows.
-#include <algorithm>
+// Q8_0 weights x Q8_0 activations, plain C++ (gemm_q8act_generic in act_q8.h):
+// the reference the SIMD variants are measured against, and what a CPU without
+// AVX2 runs. Per block the product is exact in int32 (|sum| <= 32 * 127 * 127),
+// then scaled by d_w * d_x (exact in f32: two 11-bit mantissas), as
+// ggml_vec_dot_q8_0_q8_0 does.
+#include <cstring>
 
 #include "backend/cpu/act_q8.h"
 #include "tensor/quant_blocks.h"
@@ -15,35 +12,14 @@ namespace th::cpu {
 
 namespace {
 
-constexpr int kTokens = 4;
-
-void gemm_q8_0_generic(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                       const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  const int64_t nb = cols / kQK;
-  const float* f16 = f16_table();
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
-    const int nt = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));
-    const BlockQ8_0* x[kTokens];
-    for (int t = 0; t < nt; ++t) x[t] = reinterpret_cast<const BlockQ8_0*>(act + (t0 + t) * act_row_bytes);
-    for (int64_t r = r0; r < r1; ++r) {
-      const auto* wr = reinterpret_cast<const BlockQ8_0*>(w + r * w_row_bytes);
-      float acc[kTokens] = {};
-      for (int64_t b = 0; b < nb; ++b) {
-        const float dw = f16[wr[b].d];
-        for (int t = 0; t < nt; ++t) {
-          int32_t sum = 0;
-          for (int i = 0; i < kQK; ++i) sum += wr[b].qs[i] * x[t][b].qs[i];
-          acc[t] += dw * f16[x[t][b].d] * static_cast<float>(sum);
-        }
-      }
-      for (int t = 0; t < nt; ++t) y[(t0 + t) * y_stride + r] = acc[t];
-    }
-  }
-}
+struct Q8_0Levels {
+  static constexpr size_t kBytes = sizeof(BlockQ8_0);
+  static void levels(const uint8_t* blk, int8_t* q) { std::memcpy(q, blk + offsetof(BlockQ8_0, qs), kQK); }
+};
 
 }  // namespace
 
 extern constinit const MatmulKernel kMatmulQ8_0Generic = {DType::Q8_0, DType::Q8_0, Isa::Generic,
-                                                          convert_act_q8_0_generic, gemm_q8_0_generic};
+                                                          convert_act_q8_0_generic, gemm_q8act_generic<Q8_0Levels>};
 
 }  // namespace th::cpu

@@ -22,14 +22,11 @@ std::optional<Refusal> Admission::admit(Call& c, int64_t pending, ApiClock::time
                    "queue_full"};
   if (c.key && c.key->max_concurrency > 0) {
     int64_t& busy = tenant_in_flight_[c.tenant];
-    if (busy >= c.key->max_concurrency) {
-      const int64_t n = busy;
-      if (busy == 0) tenant_in_flight_.erase(c.tenant);
+    if (busy >= c.key->max_concurrency)
       return Refusal{429,
-                     http::ApiError{cat("this tenant has ", n, " requests in flight, its limit; retry when one finishes"), "",
+                     http::ApiError{cat("this tenant has ", busy, " requests in flight, its limit; retry when one finishes"), "",
                                     std::nullopt, std::string("concurrency_limit_exceeded")},
                      "rate_limited"};
-    }
     ++busy;
     c.holds_slot = true;
   }

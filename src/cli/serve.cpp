@@ -101,13 +101,7 @@ void set_own_cpus(const std::vector<int>& cpus) {
 
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
 
-}  // namespace
-
-int run_serve(int argc, char** argv) {
-  CLI::App app{"Serve a model over HTTP: OpenAI's /v1/completions and /v1/chat/completions, the native "
-               "/v1/generate, /v1/models, /health, /ready and /metrics.",
-               "tokenhive serve"};
-  ServeFlags f;
+void add_serve_flags(CLI::App& app, ServeFlags& f) {
   app.add_option("-m,--model", f.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("--served-model-name", f.served_name, "the model id clients name (default: the file's name without .gguf)");
   app.add_option("--host", f.http.host, "address to listen on")->capture_default_str();
@@ -152,6 +146,96 @@ int run_serve(int argc, char** argv) {
   app.add_option("--advertise", f.advertise, "this cell's URL as routers reach it (default http://HOST:PORT)");
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
+}
+
+// What serve keeps for the API besides the model: keys and their rate limits, the access
+// log and the audit log.
+struct ServeLogs {
+  std::optional<server::ApiKeyStore> keys;
+  server::RateLimiter rate_limiter;
+  std::unique_ptr<server::AccessLog> access_log;
+  std::unique_ptr<audit::AuditLog> audit;
+};
+
+// Opens the key file and the logs the flags name into `logs` and points `api_options` at
+// them: 0, or the exit code (the error printed).
+int open_logs(const ServeFlags& f, ServeLogs& logs, server::ApiServiceOptions& api_options) {
+  if (!f.api_keys.empty()) {
+    Result<server::ApiKeyStore> k = server::ApiKeyStore::load(f.api_keys);
+    if (!k.ok()) return fail(k.message());
+    logs.keys.emplace(std::move(*k));
+    api_options.keys = &*logs.keys;
+    api_options.rate_limiter = &logs.rate_limiter;
+  }
+  if (f.access_log == "-") {
+    logs.access_log = std::make_unique<server::AccessLog>(stderr);
+  } else if (!f.access_log.empty()) {
+    Result<std::unique_ptr<server::AccessLog>> a = server::AccessLog::open(f.access_log);
+    if (!a.ok()) return fail(a.message());
+    logs.access_log = std::move(*a);
+  }
+  api_options.access_log = logs.access_log.get();
+  if (f.audit_log.empty() != f.audit_key.empty()) {
+    std::fprintf(stderr, "tokenhive serve: --audit-log and --audit-key go together\n");
+    return 2;
+  }
+  if (f.audit_log.empty()) return 0;
+  Result<audit::Ed25519PrivateKey> key = audit::Ed25519PrivateKey::load(f.audit_key);
+  if (!key.ok()) return fail(key.message());
+  audit::AuditLogOptions ao;
+  ao.checkpoint_every_entries = f.audit_every;
+  ao.checkpoint_every_seconds = f.audit_seconds;
+  ao.checkpoint_copy_path = f.audit_copy;
+  Result<std::unique_ptr<audit::AuditLog>> a = audit::AuditLog::open(f.audit_log, std::move(*key), ao);
+  if (!a.ok()) return fail(a.message());
+  logs.audit = std::move(*a);
+  if (logs.audit->recovery().dropped_tail)
+    std::fprintf(stderr, "tokenhive serve: audit log: dropped a torn last record (%llu bytes) left by a crash\n",
+                 static_cast<unsigned long long>(logs.audit->recovery().dropped_bytes));
+  api_options.audit = logs.audit.get();
+  return 0;
+}
+
+// The engine's configuration: the KV cache's blocks from the flags' MiB and the model's shape.
+Result<EngineConfig> engine_config(const ServeFlags& f, const ModelConfig& mc, const Tokenizer& tok) {
+  const DType kv_type = kv_dtype_from_name(f.kv_dtype).value_or(DType::F32);  // the flag's check allows no other
+  // K and V, every layer, one block.
+  const int64_t block_bytes = 2 * mc.n_layer * static_cast<int64_t>(row_bytes(kv_type, mc.kv_dim())) * f.block_size;
+  EngineConfig ec;
+  ec.kv.block_size = f.block_size;
+  ec.kv.type = kv_type;
+  ec.kv.primary_blocks = (f.kv_cache_mib << 20) / block_bytes;
+  ec.kv.host_blocks = (f.host_kv_mib << 20) / block_bytes;
+  ec.token_budget = f.max_num_batched_tokens;
+  ec.max_seqs = f.max_num_seqs;
+  ec.max_model_len = f.max_model_len;
+  ec.end_of_generation = end_of_generation_ids(tok);
+  if (ec.kv.primary_blocks < 1)
+    return Status::error(cat("--kv-cache-mib ", f.kv_cache_mib, " holds no KV block of ", block_bytes, " bytes"));
+  return ec;
+}
+
+// --join / --discovery: a router routes to this cell; null without either.
+Result<std::unique_ptr<cluster::CellMembership>> join_cluster(const ServeFlags& f, int port) {
+  if (f.join.empty() && f.discovery.empty()) return std::unique_ptr<cluster::CellMembership>();
+  cluster::CellMembershipOptions mo;
+  mo.join = f.join;
+  mo.discovery = f.discovery;
+  mo.admin_token = f.admin_token;
+  mo.advertise = !f.advertise.empty() ? f.advertise
+                 : f.http.host == "0.0.0.0" || f.http.host == "::" ? std::string()
+                                                                 : cat("http://", f.http.host, ":", port);
+  return cluster::CellMembership::start(mo);
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  CLI::App app{"Serve a model over HTTP: OpenAI's /v1/completions and /v1/chat/completions, the native "
+               "/v1/generate, /v1/models, /health, /ready and /metrics.",
+               "tokenhive serve"};
+  ServeFlags f;
+  add_serve_flags(app, f);
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
   f.http.header_timeout = ms(f.header_timeout);
   f.http.body_timeout = ms(f.body_timeout);
@@ -174,44 +258,8 @@ int run_serve(int argc, char** argv) {
   server::ServingMetrics metrics(TH_VERSION);
   server::ApiServiceOptions api_options;
   api_options.metrics = &metrics;
-  std::optional<server::ApiKeyStore> keys;
-  server::RateLimiter rate_limiter;
-  if (!f.api_keys.empty()) {
-    Result<server::ApiKeyStore> k = server::ApiKeyStore::load(f.api_keys);
-    if (!k.ok()) return fail(k.message());
-    keys.emplace(std::move(*k));
-    api_options.keys = &*keys;
-    api_options.rate_limiter = &rate_limiter;
-  }
-  std::unique_ptr<server::AccessLog> access_log;
-  if (f.access_log == "-") {
-    access_log = std::make_unique<server::AccessLog>(stderr);
-  } else if (!f.access_log.empty()) {
-    Result<std::unique_ptr<server::AccessLog>> a = server::AccessLog::open(f.access_log);
-    if (!a.ok()) return fail(a.message());
-    access_log = std::move(*a);
-  }
-  api_options.access_log = access_log.get();
-  std::unique_ptr<audit::AuditLog> audit;
-  if (f.audit_log.empty() != f.audit_key.empty()) {
-    std::fprintf(stderr, "tokenhive serve: --audit-log and --audit-key go together\n");
-    return 2;
-  }
-  if (!f.audit_log.empty()) {
-    Result<audit::Ed25519PrivateKey> key = audit::Ed25519PrivateKey::load(f.audit_key);
-    if (!key.ok()) return fail(key.message());
-    audit::AuditLogOptions ao;
-    ao.checkpoint_every_entries = f.audit_every;
-    ao.checkpoint_every_seconds = f.audit_seconds;
-    ao.checkpoint_copy_path = f.audit_copy;
-    Result<std::unique_ptr<audit::AuditLog>> a = audit::AuditLog::open(f.audit_log, std::move(*key), ao);
-    if (!a.ok()) return fail(a.message());
-    audit = std::move(*a);
-    if (audit->recovery().dropped_tail)
-      std::fprintf(stderr, "tokenhive serve: audit log: dropped a torn last record (%llu bytes) left by a crash\n",
-                   static_cast<unsigned long long>(audit->recovery().dropped_bytes));
-    api_options.audit = audit.get();
-  }
+  ServeLogs logs;
+  if (int rc = open_logs(f, logs, api_options); rc != 0) return rc;
   if (f.admin_token.empty()) {
     if (const char* t = std::getenv("TOKENHIVE_ADMIN_TOKEN")) f.admin_token = t;
   }
@@ -245,49 +293,25 @@ int run_serve(int argc, char** argv) {
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
   if (!model.ok()) return fail(model.message());
 
-  const ModelConfig& mc = (*model)->config();
-  const DType kv_type = kv_dtype_from_name(f.kv_dtype).value_or(DType::F32);  // the flag's check allows no other
-  // K and V, every layer, one block.
-  const int64_t block_bytes = 2 * mc.n_layer * static_cast<int64_t>(row_bytes(kv_type, mc.kv_dim())) * f.block_size;
-  EngineConfig ec;
-  ec.kv.block_size = f.block_size;
-  ec.kv.type = kv_type;
-  ec.kv.primary_blocks = (f.kv_cache_mib << 20) / block_bytes;
-  ec.kv.host_blocks = (f.host_kv_mib << 20) / block_bytes;
-  ec.token_budget = f.max_num_batched_tokens;
-  ec.max_seqs = f.max_num_seqs;
-  ec.max_model_len = f.max_model_len;
-  ec.end_of_generation = end_of_generation_ids(*tok);
-  if (ec.kv.primary_blocks < 1)
-    return fail(cat("--kv-cache-mib ", f.kv_cache_mib, " holds no KV block of ", block_bytes, " bytes"));
-  Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, ec);
+  Result<EngineConfig> ec = engine_config(f, (*model)->config(), *tok);
+  if (!ec.ok()) return fail(ec.message());
+  Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, *ec);
   if (!engine.ok()) return fail(engine.message());
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
   api.attach(**engine, *tok, *chat);
   std::fprintf(stderr,
                "tokenhive serve: ready: model %s (%s), %lld KV blocks of %lld positions (%s), max %lld sequences of %lld "
                "positions\n",
-               f.served_name.c_str(), path->c_str(), static_cast<long long>(ec.kv.primary_blocks),
+               f.served_name.c_str(), path->c_str(), static_cast<long long>(ec->kv.primary_blocks),
                static_cast<long long>(f.block_size), f.kv_dtype.c_str(), static_cast<long long>(f.max_num_seqs),
                static_cast<long long>((*engine)->max_model_len()));
 
-  std::unique_ptr<cluster::CellMembership> membership;
-  if (!f.join.empty() || !f.discovery.empty()) {
-    cluster::CellMembershipOptions mo;
-    mo.join = f.join;
-    mo.discovery = f.discovery;
-    mo.admin_token = f.admin_token;
-    mo.advertise = !f.advertise.empty() ? f.advertise
-                   : f.http.host == "0.0.0.0" || f.http.host == "::" ? std::string()
-                                                                   : cat("http://", f.http.host, ":", http.port());
-    Result<std::unique_ptr<cluster::CellMembership>> m = cluster::CellMembership::start(mo);
-    if (!m.ok()) return fail(m.message());
-    membership = std::move(*m);
-  }
+  Result<std::unique_ptr<cluster::CellMembership>> membership = join_cluster(f, http.port());
+  if (!membership.ok()) return fail(membership.message());
 
   const int sig = signal->wait();
   // Leave first: routers send nothing new, and the streams they have here finish.
-  if (membership) membership->leave();
+  if (*membership) (*membership)->leave();
   std::fprintf(stderr, "tokenhive serve: signal %d: draining (up to %.0f s)\n", sig, f.shutdown_timeout);
   api.drain();
   // The listener stays open while in-flight work finishes: new requests get 503 (a router
@@ -300,8 +324,8 @@ int run_serve(int argc, char** argv) {
                                                                               deadline - std::chrono::steady_clock::now())));
   api.stop();
   (*engine)->stop();
-  if (audit) {
-    if (Status s = audit->close(); !s.ok()) std::fprintf(stderr, "tokenhive serve: audit log: %s\n", s.message().c_str());
+  if (logs.audit) {
+    if (Status s = logs.audit->close(); !s.ok()) std::fprintf(stderr, "tokenhive serve: audit log: %s\n", s.message().c_str());
   }
   std::fprintf(stderr, "tokenhive serve: stopped%s\n", clean ? "" : " (cut requests that outlived the deadline)");
   return 0;

@@ -1,5 +1,7 @@
 #include "http/bearer.h"
 
+#include "http/http_request.h"
+
 #include <string>
 
 namespace th::http {
@@ -18,11 +20,33 @@ bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t n) {
   return constant_time_is_zero(constant_time_difference(a, b, n)) == 1;
 }
 
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+}  // namespace
+
 bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token) {
-  const std::string want = "Bearer " + std::string(token);
-  if (!authorization || authorization->size() != want.size()) return false;
-  return constant_time_equal(reinterpret_cast<const uint8_t*>(authorization->data()),
-                             reinterpret_cast<const uint8_t*>(want.data()), want.size());
+  if (!authorization || token.empty()) return false;
+  // The value as ApiKeyStore::authenticate reads it (RFC 9110: the scheme in any case,
+  // blanks around the parts). The scheme is no secret: a plain comparison.
+  std::string_view v = *authorization;
+  while (!v.empty() && is_blank(v.front())) v.remove_prefix(1);
+  while (!v.empty() && is_blank(v.back())) v.remove_suffix(1);
+  size_t sp = 0;
+  while (sp < v.size() && !is_blank(v[sp])) ++sp;
+  if (!iequals_lower(v.substr(0, sp), "bearer")) return false;
+  std::string_view presented = v.substr(sp);
+  while (!presented.empty() && is_blank(presented.front())) presented.remove_prefix(1);
+  // The token's bytes against the presented ones copied into a buffer of the token's
+  // length (cut or zero-padded), the length difference folded into the same accumulator:
+  // no exit before every byte is compared, whatever the presented length.
+  std::string padded(token.size(), '\0');
+  for (size_t i = 0; i < token.size(); ++i) padded[i] = i < presented.size() ? presented[i] : '\0';
+  const uint32_t diff = constant_time_difference(reinterpret_cast<const uint8_t*>(padded.data()),
+                                                 reinterpret_cast<const uint8_t*>(token.data()), token.size()) |
+                        static_cast<uint32_t>(presented.size() != token.size());
+  return constant_time_is_zero(diff) == 1;
 }
 
 }  // namespace th::http

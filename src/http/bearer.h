@@ -20,8 +20,11 @@ inline uint64_t constant_time_is_zero(uint64_t x) { return (x - 1) >> 63; }
 /// depends only on `n`: true when equal.
 bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t n);
 
-/// @brief True when `authorization` (the header's value, if any) is exactly
-/// "Bearer <token>"; compared in constant time. The admin endpoints' check.
+/// @brief True when `authorization` (the header's value, if any) is "Bearer <token>":
+/// the scheme in any case, blanks around the scheme and the token allowed (as
+/// ApiKeyStore::authenticate reads a key). The token is compared in time that depends
+/// on its own length only, not on the presented one's or where they first differ. An
+/// empty `token` matches nothing. The admin endpoints' check.
 bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token);
 
 }  // namespace th::http

@@ -1,5 +1,6 @@
 #include "http/http_event_loop.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -150,9 +151,31 @@ int HttpEventLoop::wait_timeout_ms() const {
   return static_cast<int>(std::min<int64_t>(ms, 3'600'000));
 }
 
+namespace {
+
+// "address:port" ("[address]:port" for IPv6) of an accepted peer, for logs; "" if unknown.
+std::string peer_name(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    if (!::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof host)) return "";
+    return std::string(host) + ":" + std::to_string(ntohs(v4.sin_port));
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    if (!::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof host)) return "";
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6.sin6_port));
+  }
+  return "";
+}
+
+}  // namespace
+
 void HttpEventLoop::accept_connections() {
   for (int i = 0; i < kMaxAcceptsPerWakeup && accepting_; ++i) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -179,6 +202,7 @@ void HttpEventLoop::accept_connections() {
     auto conn = std::make_unique<Connection>(options_.limits);
     conn->id = next_id_++;
     conn->fd = std::move(sock);
+    conn->peer = peer_name(peer);
     // Edge-triggered: one registration for the connection's life, no
     // epoll_ctl per request; every handler reads or writes until EAGAIN.
     epoll_event ev{};
@@ -287,6 +311,7 @@ size_t HttpEventLoop::parse(Connection& c, std::string_view data) {
 
 void HttpEventLoop::dispatch(Connection& c, HttpRequest request) {
   request.id = ids_.next();
+  request.peer = c.peer;
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
   counters_.in_flight.fetch_add(1);
   clear_deadline(c);

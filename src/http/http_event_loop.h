@@ -70,6 +70,7 @@ class HttpEventLoop {
   struct Connection {
     uint64_t id = 0;
     UniqueFd fd;
+    std::string peer;  // "address:port" of the client
     State state = State::kReading;
     HttpRequestParser parser;
     std::string in;   // read but not parsed yet: a pipelined request's bytes

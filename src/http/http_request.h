@@ -36,6 +36,7 @@ struct HttpRequest {
   bool keep_alive = true;           // the connection may carry another request after this one
   bool expects_continue = false;    // "Expect: 100-continue" on an HTTP/1.1 request with a body
   std::string id;                   // unique per request (server-assigned), for logs and X-Request-Id
+  std::string peer;                 // the client's "address:port" ("[v6]:port"); empty when unknown
 
   /// @brief The first header named `name` (any case), or nullopt.
   std::optional<std::string_view> header(std::string_view name) const {

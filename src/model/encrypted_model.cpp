@@ -1,6 +1,9 @@
 #include "model/encrypted_model.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,24 +147,69 @@ Status write_all(const std::string& path, const uint8_t* data, size_t size, mode
   return ok_status();
 }
 
+// `command` run by /bin/sh in a process group of its own, its stdout read (the first 4 KiB
+// kept, the rest drained so it never blocks on a full pipe) until it exits or `timeout`
+// passes; then the whole group is killed, so a hung key helper cannot hang serve.
+Result<std::string> run_key_command(const std::string& command, std::chrono::milliseconds timeout) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::errorf("cannot run: ", std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::errorf("cannot run: ", std::strerror(e));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(fds[1], STDOUT_FILENO);  // dup2 clears FD_CLOEXEC on the copy
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  ::close(fds[1]);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string out;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int r = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[256];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the command (and whatever holds its stdout) is done writing
+    if (out.size() < 4096) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(-pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return Status::errorf("no answer within ", timeout.count() / 1000.0, " s: killed");
+  if (WIFSIGNALED(status)) return Status::errorf("killed by signal ", WTERMSIG(status));
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) return Status::errorf("exited with status ", WEXITSTATUS(status));
+  return out;
+}
+
 }  // namespace
 
-Result<Kek> load_kek(const std::string& spec) {
+Result<Kek> load_kek(const std::string& spec, std::chrono::milliseconds command_timeout) {
   if (spec.rfind("env:", 0) == 0) {
     const char* v = std::getenv(spec.c_str() + 4);
     if (!v) return Status::errorf("key ", spec, ": the variable is not set");
     return parse_kek(v, "key " + spec);
   }
   if (spec.rfind("cmd:", 0) == 0) {
-    FILE* p = ::popen(spec.c_str() + 4, "r");
-    if (!p) return Status::errorf("key command: cannot run: ", std::strerror(errno));
-    std::string out;
-    char buf[256];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0 && out.size() < 4096) out.append(buf, n);
-    const int rc = ::pclose(p);
-    if (rc != 0) return Status::errorf("key command: exited with status ", rc);
-    return parse_kek(out, "key command");
+    Result<std::string> out = run_key_command(spec.substr(4), command_timeout);
+    if (!out.ok()) return Status::errorf("key command: ", out.message());
+    return parse_kek(*out, "key command");
   }
   Result<MappedFile> f = MappedFile::open(spec);
   if (!f.ok()) return Status::errorf("key file ", f.message());

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -39,6 +40,10 @@ class GgufFile;
 inline constexpr size_t kEnvelopeHeaderBytes = 128;
 inline constexpr size_t kEnvelopeTagBytes = 16;
 
+/// @brief How long a "cmd:" key helper may take: a vault or KMS client answers in well
+/// under a second; 10 s covers a slow network without letting a hung one hang serve.
+inline constexpr std::chrono::milliseconds kKeyCommandTimeout{10'000};
+
 /// @brief A 256-bit key-encryption key.
 struct Kek {
   std::array<uint8_t, 32> bytes{};
@@ -46,8 +51,11 @@ struct Kek {
 
 /// @brief Reads a KEK from `spec`: "env:NAME" (the variable holds 64 hex digits),
 /// "cmd:COMMAND" (its stdout: 64 hex digits, or exactly 32 raw bytes), or a file path (the
-/// same two forms; a trailing newline is fine).
-Result<Kek> load_kek(const std::string& spec);
+/// same two forms; a trailing newline is fine). A command that has not finished within
+/// `command_timeout` is killed (its process group) and the key refused; one that fails
+/// says "exited with status N" or "killed by signal S".
+Result<Kek> load_kek(const std::string& spec,
+                     std::chrono::milliseconds command_timeout = kKeyCommandTimeout);
 /// @brief A fresh random KEK written as 64 hex digits to `path` (created 0600, never overwritten).
 Status write_new_kek(const std::string& path);
 

@@ -39,8 +39,8 @@ struct AccessRecord {
   double ttft_ms = -1;        // negative: null (no token generated)
   double e2e_ms = -1;         // negative: null
   std::string finish_reason;  // "stop", "length", ...; empty: null
-  int64_t bytes_out = 0;      // response bytes written, head included
-  std::string client;         // "address:port"; empty: null
+  int64_t bytes_out = 0;      // body bytes handed to the client (SSE events with their framing); not the head
+  std::string client;         // the peer's "address:port" ("[v6]:port"); empty: null
 };
 
 class AccessLog {

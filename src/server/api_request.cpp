@@ -551,7 +551,11 @@ class RequestReader {
     if (!read_string("user", limits_.max_user_bytes, &r.user) || !read_bool("ignore_eos", &r.ignore_eos) ||
         !read_bool("return_token_ids", &r.return_token_ids))
       return false;
+    if (!read_string("cache_salt", limits_.max_cache_salt_bytes, &r.cache_salt)) return false;
+    if (field("cache_salt") && r.cache_salt.empty())
+      return fail("cache_salt", "must not be empty (leave it out to share the cache with unsalted requests)");
     if (const Json* p = field("priority")) {
+      r.priority_given = true;
       const std::string_view allowed = "must be \"high\", \"normal\", \"low\" or an integer that fits in 32 signed bits";
       if (p->is_string()) {
         std::optional<int32_t> named = priority_from_name(p->get_ref<const std::string&>());

@@ -59,6 +59,7 @@ struct ApiRequestLimits {
   size_t max_depth = 64;          // nested arrays/objects; checked while parsing, before any deeper value exists
   size_t max_model_bytes = 256;
   size_t max_user_bytes = 256;
+  size_t max_cache_salt_bytes = 256;
 };
 
 /// @brief OpenAI's sampling defaults: temperature 1, top_p 1, top_k and min_p
@@ -101,7 +102,11 @@ struct ApiRequest {
   bool echo = false;  // completions: the prompt is prepended to the text
   std::string user;
   bool ignore_eos = false;  // vLLM's extension
+  // vLLM's extension: requests share prefix-cache blocks only with the same salt (within
+  // their tenant, which stays the outer namespace). Empty when absent; an empty string is a 400.
+  std::string cache_salt;
   int32_t priority = 0;     // "high" | "normal" | "low" or an integer (lower = more important)
+  bool priority_given = false;  // else the service asks for normal, or the key's cap when that is lower
   ComputeType compute_type = ComputeType::Auto;  // "fp32" | "fp16" | "bf16" | "fp8" | "auto"
   bool return_token_ids = false;  // native extension: token ids in responses and stream events
   // Native extension (the router's migration): only with n = 1, one prompt, a seed and

@@ -22,14 +22,27 @@ TEST(Bearer, ConstantTimeEqual) {
   }
 }
 
-TEST(Bearer, MatchesOnlyTheExactBearerToken) {
+TEST(Bearer, MatchesOnlyTheBearerToken) {
   EXPECT_TRUE(bearer_matches(std::string_view("Bearer s3cret"), "s3cret"));
   EXPECT_FALSE(bearer_matches(std::nullopt, "s3cret"));
   EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3cre"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3crets"), "s3cret"));
   EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3creT"), "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::string_view("bearer s3cret"), "s3cret"));
-  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3cret "), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3cret\0", 14), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Basic s3cret"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearers3cret"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer"), "s3cret"));
   EXPECT_FALSE(bearer_matches(std::string_view(""), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer "), ""));
+}
+
+// RFC 9110: the scheme is case-insensitive; blanks around it and the token are the
+// header's whitespace, as ApiKeyStore::authenticate reads a key.
+TEST(Bearer, SchemeInAnyCaseAndBlanksAroundTheParts) {
+  EXPECT_TRUE(bearer_matches(std::string_view("bearer s3cret"), "s3cret"));
+  EXPECT_TRUE(bearer_matches(std::string_view("BEARER s3cret"), "s3cret"));
+  EXPECT_TRUE(bearer_matches(std::string_view("  Bearer \t s3cret \t"), "s3cret"));
+  EXPECT_FALSE(bearer_matches(std::string_view("Bearer s3 cret"), "s3cret"));
 }
 
 }  // namespace

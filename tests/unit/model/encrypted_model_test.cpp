@@ -1,5 +1,7 @@
 #include "model/encrypted_model.h"
 
+#include <chrono>
+
 #include <gtest/gtest.h>
 #include <openssl/rand.h>
 
@@ -158,6 +160,27 @@ TEST(EncryptedModel, KeysFromFilesEnvironmentAndCommands) {
   EXPECT_FALSE(load_kek("env:TH_TEST_KEK").ok());
   EXPECT_FALSE(load_kek("/nonexistent/key").ok());
   ::unlink(path.c_str());
+}
+
+// A key helper that hangs is killed at the timeout (not waited for forever); one that fails
+// says how, in words (not a raw wait status: "exited with status 768").
+TEST(EncryptedModel, KeyCommandHasATimeoutAndSaysHowItFailed) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<Kek> hung = load_kek("cmd:sleep 30", std::chrono::milliseconds(300));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(hung.ok());
+  EXPECT_LT(took, 5.0);
+  EXPECT_NE(hung.message().find("killed"), std::string::npos) << hung.message();
+  // Its grandchildren too: the whole process group goes.
+  Result<Kek> bg = load_kek("cmd:sleep 30 & wait", std::chrono::milliseconds(300));
+  ASSERT_FALSE(bg.ok());
+  Result<Kek> failed = load_kek("cmd:exit 3");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("exited with status 3"), std::string::npos) << failed.message();
+  Result<Kek> killed = load_kek("cmd:kill -TERM $$");
+  ASSERT_FALSE(killed.ok());
+  EXPECT_NE(killed.message().find("killed by signal 15"), std::string::npos) << killed.message();
+  EXPECT_EQ(kKeyCommandTimeout, std::chrono::seconds(10));
 }
 
 TEST(EncryptedModel, OpenModelLoadsTheRealModelAndRefusesMismatches) {

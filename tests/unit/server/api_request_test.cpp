@@ -655,3 +655,19 @@ TEST(ApiRequestClients, OpenAiNodeClientChatBody) {
 
 }  // namespace
 }  // namespace th::server
+
+namespace th::server {
+namespace {
+
+TEST(ApiRequestCacheSalt, ReadOnEveryEndpointCheckedForTypeLengthAndEmptiness) {
+  EXPECT_EQ(parse_ok(kCompletions, completions(R"("cache_salt":"s1")")).cache_salt, "s1");
+  EXPECT_EQ(parse_ok(kChat, chat(R"("cache_salt":"s2")")).cache_salt, "s2");
+  EXPECT_EQ(parse_ok(kGenerate, generate(R"("cache_salt":"s3")")).cache_salt, "s3");
+  EXPECT_EQ(parse_ok(kCompletions, completions(R"("cache_salt":null)")).cache_salt, "");
+  expect_rejected(kCompletions, completions(R"("cache_salt":7)"), "cache_salt", "string");
+  expect_rejected(kCompletions, completions(R"("cache_salt":"")"), "cache_salt", "empty");
+  expect_rejected(kChat, chat(R"("cache_salt":")" + std::string(257, 'x') + R"(")"), "cache_salt", "256");
+}
+
+}  // namespace
+}  // namespace th::server

@@ -1,0 +1,70 @@
+#include "server/prompt_tokens.h"
+
+#include "tokenizer/chat_template.h"
+
+namespace th::server {
+
+Status tokenize_prompts(Call& c, const Tokenizer& tokenizer, const ChatTemplate& chat_template, std::string* param) {
+  const Tokenizer* tok = &tokenizer;
+  const ChatTemplate* chat = &chat_template;
+  const ApiRequest& q = c.req;
+  const VocabData& v = tok->vocab();
+  if (c.key && c.key->pii != PiiPolicy::Off) {
+    pii::RedactPolicy policy;
+    policy.mode = c.key->pii == PiiPolicy::Mask ? pii::RedactMode::kMask : pii::RedactMode::kPseudonymize;
+    c.redactor = std::make_unique<pii::Redactor>(policy);
+  }
+  if (c.redactor) {
+    // The tenant's PII policy: personal data in text never reaches the model (token-id
+    // prompts are taken as they are).
+    if (q.endpoint == ApiEndpoint::ChatCompletions) {
+      for (auto& m : c.req.messages)
+        if (m.contains("content") && m["content"].is_string())
+          m["content"] = c.redactor->redact(m["content"].get<std::string>());
+    } else {
+      for (ApiPrompt& p : c.req.prompts)
+        if (!p.is_tokens) p.text = c.redactor->redact(p.text);
+    }
+  }
+  if (q.endpoint == ApiEndpoint::ChatCompletions && !q.continuation) {
+    *param = "messages";
+    const std::string bos = v.bos >= 0 ? tok->token_to_piece(v.bos, true) : "";
+    const std::string eos = v.eos >= 0 ? tok->token_to_piece(v.eos, true) : "";
+    Result<std::string> text = chat->render_json(q.messages, q.add_generation_prompt, bos, eos);
+    if (!text.ok()) return Status::errorf("the chat template failed on these messages: ", text.message());
+    std::vector<int32_t> ids = tok->encode(*text, /*add_special=*/false, /*parse_special=*/true);
+    if (v.add_bos && v.bos >= 0 && (ids.empty() || ids.front() != v.bos)) ids.insert(ids.begin(), v.bos);
+    c.prompt_ids.push_back(std::move(ids));
+    c.prompt_texts.push_back(std::move(*text));
+    return ok_status();
+  }
+  *param = "prompt";
+  if (q.continuation) {
+    // A stream another cell began: its prompt ids as they are (no template, no tokenizer).
+    *param = "continuation";
+    for (const std::vector<int32_t>* ids : {&q.continuation->prompt_token_ids, &q.continuation->token_ids})
+      for (int32_t id : *ids)
+        if (id >= tok->n_vocab())
+          return Status::errorf("token ", id, " is outside the vocabulary of ", tok->n_vocab(), " tokens");
+    c.prompt_ids.push_back(q.continuation->prompt_token_ids);
+    c.prompt_texts.push_back(tok->decode(q.continuation->prompt_token_ids));
+    return ok_status();
+  }
+  for (const ApiPrompt& p : q.prompts) {
+    if (p.is_tokens) {
+      for (int32_t id : p.tokens)
+        if (id < 0 || id >= tok->n_vocab())
+          return Status::errorf("prompt token ", id, " is outside the vocabulary of ", tok->n_vocab(), " tokens");
+      c.prompt_ids.push_back(p.tokens);
+      c.prompt_texts.push_back(tok->decode(p.tokens));  // for echo and the audit log's digest
+    } else {
+      // As llama.cpp's server and vLLM do: BOS when the vocab adds it, special tokens' text parsed.
+      c.prompt_ids.push_back(tok->encode(p.text, /*add_special=*/true, /*parse_special=*/true));
+      c.prompt_texts.push_back(p.text);
+    }
+    if (c.prompt_ids.back().empty()) return Status::error("the prompt is empty and this vocabulary has no BOS to start from");
+  }
+  return ok_status();
+}
+
+}  // namespace th::server

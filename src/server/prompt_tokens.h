@@ -1,0 +1,22 @@
+// A call's prompts as token ids: the chat template rendered and tokenized,
+// completion prompts tokenized (or token-id prompts checked against the
+// vocabulary), a continuation's ids taken as they are. With a PII policy the
+// text is redacted first, so personal data never reaches the model.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "server/api_call.h"
+
+namespace th {
+class ChatTemplate;
+}
+
+namespace th::server {
+
+/// @brief Fills c.prompt_ids and c.prompt_texts (one per prompt). On error, `param`
+/// names the request field at fault ("messages", "prompt", "continuation").
+Status tokenize_prompts(Call& c, const Tokenizer& tok, const ChatTemplate& chat, std::string* param);
+
+}  // namespace th::server

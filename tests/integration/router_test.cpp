@@ -494,16 +494,20 @@ TEST(RouterHardening, ADeepBodyIsA400AndTheRouterKeepsServing) {
   });
   for (size_t depth : {size_t{70'000}, size_t{100'000}, size_t{100'000}, size_t{400'000}}) {
     Result<client::Response> r = rc->request("POST", "/v1/completions", deep_body(depth));
-    ASSERT_TRUE(r.ok()) << depth << ": " << r.message() << "\n" << router.log();
+    EXPECT_TRUE(r.ok()) << depth << ": " << r.message() << "\n" << router.log();
+    if (!r.ok()) break;  // the router died (as it did before #15): stop, join below
     EXPECT_EQ(r->status, 400) << r->body;
     EXPECT_NE(r->body.find("nested deeper than 64"), std::string::npos) << r->body;
   }
   Result<client::Response> chat = rc->request("POST", "/v1/chat/completions", "{\"messages\":" + std::string(200'000, '{'));
-  ASSERT_TRUE(chat.ok()) << chat.message();
-  EXPECT_EQ(chat->status, 400);
-  while (served.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(chat.ok()) << chat.message();
+  if (chat.ok()) EXPECT_EQ(chat->status, 400);
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
+  while (served.load() < 3 && failed.load() == 0 && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   stop.store(true);
   other.join();
+  EXPECT_GE(served.load(), 3);
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(rc->request("GET", "/health")->status, 200);
   EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();

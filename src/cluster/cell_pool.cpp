@@ -130,6 +130,7 @@ json Cell::describe() const {
             {"outstanding_tokens", outstanding},
             {"requests_in_flight", static_cast<int64_t>(running_.size())},
             {"requests", requests_},
+            {"invalid_answers", invalid_answers_.load(std::memory_order_relaxed)},
             {"deaths", detector_.deaths()}};
   if (auto d = detector_.detection_latency()) j["last_detection_ms"] = std::chrono::duration<double, std::milli>(*d).count();
   return j;

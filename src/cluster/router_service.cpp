@@ -320,6 +320,7 @@ std::optional<Outcome> RouterService::Impl::try_whole(Task& t, const ProxyReques
   }
   if (Status valid = check_cell_answer(r->status, r->body); !valid.ok()) {
     invalid_answers.inc();
+    cell.note_invalid_answer();
     cell_failed(cell, a, cat("answered ", valid.message()));
     return std::nullopt;
   }
@@ -346,6 +347,7 @@ std::optional<Outcome> RouterService::Impl::try_stream(Task& t, const ProxyReque
   if (t.client_gone.load()) return Outcome::cancelled();
   if (!snap.invalid.empty()) {
     invalid_answers.inc();
+    cell.note_invalid_answer();
     cell_failed(cell, a, cat("sent ", snap.invalid));
     snap.invalid.clear();
   } else if (!r.ok()) {
@@ -360,6 +362,7 @@ std::optional<Outcome> RouterService::Impl::try_stream(Task& t, const ProxyReque
     cell_failed(cell, a, cat("answered ", r->status));
   } else if (Status valid = check_cell_answer(r->status, r->body); !valid.ok()) {
     invalid_answers.inc();
+    cell.note_invalid_answer();
     cell_failed(cell, a, cat("answered ", valid.message()));
   } else if (!a.sse_started) {
     // The cell refused the request itself (400, 401, 404, 429...): that is the client's answer.

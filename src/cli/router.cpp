@@ -65,13 +65,15 @@ int run_router(int argc, char** argv) {
       ->check(CLI::Range(5, 60000))->capture_default_str();
   app.add_option("--dead-after-ms", dead_after_ms, "a cell with no answered heartbeat for this long is dead")
       ->check(CLI::Range(10, 600000))->capture_default_str();
-  app.add_option("--admin-token", ro.admin_token, "bearer token POST /admin/* needs (default: $TOKENHIVE_ADMIN_TOKEN; unset: open)");
+  app.add_option("--admin-token", ro.admin_token, "bearer token POST /admin/* needs (default: $TOKENHIVE_ADMIN_TOKEN; unset: admin calls only on a loopback listener)");
   app.add_option("--shutdown-timeout", shutdown_timeout, "seconds requests in flight get to finish after SIGTERM")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   if (std::optional<int> rc = parse_flags(app, "router", argc, argv)) return *rc;
   if (ro.admin_token.empty()) {
     if (const char* t = std::getenv("TOKENHIVE_ADMIN_TOKEN")) ro.admin_token = t;
   }
+
+  ro.admin_loopback_only = cluster::is_loopback_host(http.host);
 
   Result<http::ShutdownSignal> signal = http::ShutdownSignal::install();
   if (!signal.ok()) return fail(signal.message());
@@ -115,6 +117,13 @@ int run_router(int argc, char** argv) {
   std::fprintf(stderr, "tokenhive router: listening on http://%s:%d (%zu cells given, policy %s%s%s)\n",
                http.host.c_str(), server.port(), cells.size(), ro.policy.c_str(),
                ro.discovery.empty() ? "" : ", discovery ", ro.discovery.c_str());
+  const std::string_view admin = cluster::admin_mode(ro);
+  if (admin == "refused")
+    std::fprintf(stderr, "tokenhive router: admin calls (POST /admin/*) are refused: %s is not loopback and no "
+                         "--admin-token is set\n", http.host.c_str());
+  else
+    std::fprintf(stderr, "tokenhive router: admin calls (POST /admin/*) need %s\n",
+                 admin == "token" ? "the admin token" : "a loopback client (no --admin-token; listener is loopback-only)");
   std::fprintf(stderr, "tokenhive router: ready\n");
 
   const int sig = signal->wait();

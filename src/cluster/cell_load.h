@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+
+#include "base/status.h"
 
 namespace th::cluster {
 
@@ -19,5 +22,10 @@ struct CellLoad {
 
   friend bool operator==(const CellLoad&, const CellLoad&) = default;
 };
+
+/// @brief A heartbeat's body. An error when it is not a JSON object within
+/// kControlLimits (bounded_json.h): that cell's heartbeat failed. Fields
+/// missing or of the wrong type read as 0 (not ready: draining).
+Result<CellLoad> parse_cell_load(std::string_view body);
 
 }  // namespace th::cluster

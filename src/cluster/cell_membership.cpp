@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/http_client.h"
+#include "cluster/bounded_json.h"
 #include "cluster/cell_registry.h"
 
 namespace th::cluster {
@@ -69,7 +70,8 @@ void CellMembership::join_loop() {
   for (;;) {
     Result<client::Response> r = router->request("POST", "/admin/cells", body, headers);
     if (r.ok() && r->status == 200) {
-      nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+      Result<nlohmann::json> parsed = parse_json_bounded(r->body, kControlLimits);
+      nlohmann::json j = parsed.ok() ? std::move(*parsed) : nlohmann::json();
       const bool via_etcd = j.is_object() && j.contains("discovery") && j["discovery"].is_string();
       if (!via_etcd) {
         if (!joined_.exchange(true))

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 
+#include "cluster/bounded_json.h"
+#include "cluster/cell_load.h"
+
 namespace th::cluster {
 
 namespace {
 
 using json = nlohmann::json;
-
 
 const char* source_name(CellSource s) {
   switch (s) {
@@ -18,11 +20,6 @@ const char* source_name(CellSource s) {
     case CellSource::kDiscovery: return "discovery";
   }
   return "?";
-}
-
-int64_t int_or(const json& j, const char* key, int64_t fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
 }
 
 }  // namespace
@@ -64,18 +61,12 @@ void Cell::heartbeat_loop() {
       std::lock_guard<std::mutex> l(mu_);
       if (stopping_) return;
       const CellHealth before = detector_.health();
-      if (r.ok() && r->status == 200) {
-        json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object()) {
-          load_.running = int_or(j, "running", 0);
-          load_.waiting = int_or(j, "waiting", 0);
-          load_.kv_free_blocks = int_or(j, "kv_free_blocks", 0);
-          load_.kv_total_blocks = int_or(j, "kv_total_blocks", 0);
-          auto tps = j.find("tokens_per_second");
-          load_.tokens_per_second = tps != j.end() && tps->is_number() ? tps->get<double>() : 0.0;
-          auto ready = j.find("ready");
-          load_.draining = !(ready != j.end() && ready->is_boolean() && ready->get<bool>());
-        }
+      // A heartbeat that is not a JSON object (too deep, too big, not JSON) is a failed
+      // one: such a cell is broken or is not a cell.
+      Result<CellLoad> load = r.ok() && r->status == 200 ? parse_cell_load(r->body)
+                                                         : Result<CellLoad>(Status::error("no heartbeat"));
+      if (load.ok()) {
+        load_ = *load;
         detector_.on_success(now);
       } else if (r.ok() && r->status == 503) {
         // Loading or shutting down: it answers, so it is alive, but takes no work.
@@ -139,6 +130,7 @@ json Cell::describe() const {
             {"outstanding_tokens", outstanding},
             {"requests_in_flight", static_cast<int64_t>(running_.size())},
             {"requests", requests_},
+            {"invalid_answers", invalid_answers_.load(std::memory_order_relaxed)},
             {"deaths", detector_.deaths()}};
   if (auto d = detector_.detection_latency()) j["last_detection_ms"] = std::chrono::duration<double, std::milli>(*d).count();
   return j;
@@ -182,6 +174,10 @@ Status CellPool::add(const std::string& url, CellSource source) {
   proxy_options.connect_timeout = std::chrono::milliseconds(1000);
   proxy_options.retry.max_attempts = 1;  // the router retries, on another cell
   proxy_options.user_agent = "tokenhive-router";
+  // What the router buffers of one answer (a whole non-streamed one, or an error body):
+  // the largest the router parses (bounded_json.h); past it the call fails and the cell
+  // has failed the request.
+  proxy_options.max_response_bytes = kCellAnswerLimits.max_bytes;
   TH_ASSIGN_OR_RETURN(auto proxy, client::HttpClient::create(u, proxy_options));
   if (!proxy->base_url().prefix.empty()) return Status::errorf("cell URL ", url, ": give http://host:port, without a path");
   client::HttpClientOptions beat_options;
@@ -190,6 +186,7 @@ Status CellPool::add(const std::string& url, CellSource source) {
   beat_options.retry.max_attempts = 1;
   beat_options.max_idle_connections = 2;
   beat_options.user_agent = "tokenhive-router-heartbeat";
+  beat_options.max_response_bytes = kControlLimits.max_bytes;
   TH_ASSIGN_OR_RETURN(auto beat, client::HttpClient::create(u, beat_options));
   auto cell = std::make_shared<Cell>(u, source, std::move(proxy), std::move(beat), options_);
   std::lock_guard<std::mutex> l(mu_);

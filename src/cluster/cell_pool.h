@@ -74,6 +74,9 @@ class Cell {
   /// @brief The policy's view: load, outstanding tokens per priority, eligibility.
   CellView view() const;
   nlohmann::json describe() const;
+  /// @brief Counts an answer the router did not pass on (bounded_json.h, check_cell_answer):
+  /// /admin/cells shows it as invalid_answers.
+  void note_invalid_answer() { invalid_answers_.fetch_add(1, std::memory_order_relaxed); }
   /// @brief Ends the heartbeat thread; requests running on the cell go on.
   void stop();
 
@@ -97,6 +100,7 @@ class Cell {
   std::map<int32_t, int64_t> outstanding_;      // priority -> tokens of requests running here
   std::set<std::atomic<bool>*> running_;        // cancel flags of requests running here
   int64_t requests_ = 0;                        // requests sent here, ever
+  std::atomic<int64_t> invalid_answers_{0};     // answers not passed on, ever
   std::thread thread_;
 };
 

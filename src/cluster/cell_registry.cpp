@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/bounded_json.h"
+
 namespace th::cluster {
 
 namespace {
@@ -22,8 +24,9 @@ void write_log(const DiscoveryLog& log, std::string_view line) {
 
 // The url of a registration's value, or "" when it is not one.
 std::string url_of(std::string_view value) {
-  const json j = json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return {};
+  const Result<json> parsed = parse_json_bounded(value, kControlLimits);
+  if (!parsed.ok() || !parsed->is_object()) return {};
+  const json& j = *parsed;
   const auto it = j.find("url");
   if (it == j.end() || !it->is_string()) return {};
   return it->get<std::string>();

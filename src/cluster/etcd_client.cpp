@@ -14,6 +14,7 @@
 
 #include "base/tcp_connect.h"
 #include "base/unique_fd.h"
+#include "cluster/bounded_json.h"
 #include "client/http_response_parser.h"
 
 namespace th::cluster {
@@ -30,8 +31,8 @@ constexpr size_t kMaxWatchLine = 64u << 20;
 std::string int64_string(int64_t v) { return std::to_string(v); }
 
 Result<json> parse_object(std::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::errorf("not a JSON object: ", body.substr(0, 200));
+  Result<json> j = parse_json_bounded(body, kEtcdLimits);
+  if (!j.ok() || !j->is_object()) return Status::errorf("not a JSON object: ", body.substr(0, 200));
   return j;
 }
 

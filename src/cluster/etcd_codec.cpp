@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/bounded_json.h"
+
 namespace th::cluster {
 
 namespace {
@@ -110,8 +112,9 @@ Result<int64_t> json_int64(const json& object, std::string_view field) {
 }
 
 Result<WatchMessage> parse_watch_message(std::string_view line) {
-  const json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::errorf("watch: not a JSON object: ", line.substr(0, 200));
+  const Result<json> parsed = parse_json_bounded(line, kEtcdLimits);
+  if (!parsed.ok() || !parsed->is_object()) return Status::errorf("watch: not a JSON object: ", line.substr(0, 200));
+  const json& j = *parsed;
   if (j.contains("error")) return Status::errorf("watch: ", gateway_error_text(line));
   const auto res = j.find("result");
   if (res == j.end() || !res->is_object()) return Status::errorf("watch: no result in ", line.substr(0, 200));
@@ -148,8 +151,9 @@ Result<WatchMessage> parse_watch_message(std::string_view line) {
 }
 
 std::string gateway_error_text(std::string_view body) {
-  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_object()) {
+  const Result<json> parsed = parse_json_bounded(body, kEtcdLimits);
+  if (parsed.ok() && parsed->is_object()) {
+    const json& j = *parsed;
     const json* e = &j;
     if (const auto it = j.find("error"); it != j.end() && it->is_object()) e = &*it;
     for (const char* field : {"message", "error"}) {

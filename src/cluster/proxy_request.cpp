@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "base/priority.h"
+#include "cluster/bounded_json.h"
 #include "cluster/prefix_hash.h"
 #include "http/http_response.h"
 
@@ -99,8 +100,10 @@ std::string_view endpoint_label(ProxyEndpoint e) {
 Result<ProxyRequest> inspect_request(ProxyEndpoint endpoint, std::string_view body, uint64_t seed_if_none) {
   ProxyRequest q;
   q.endpoint = endpoint;
-  q.body = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!q.body.is_object()) return Status::error("the body must be a JSON object");
+  Result<json> parsed = parse_ordered_json_bounded(body, kRequestBodyLimits);
+  if (!parsed.ok()) return Status::errorf("the body must be a JSON object: ", parsed.message());
+  if (!parsed->is_object()) return Status::error("the body must be a JSON object");
+  q.body = std::move(*parsed);
   const bool chat = endpoint == ProxyEndpoint::kChat;
   q.stream = is_true(q.body, "stream");
   q.wants_ids = endpoint == ProxyEndpoint::kGenerate || is_true(q.body, "return_token_ids");
@@ -122,8 +125,12 @@ std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRe
     snap.done = true;
     return std::nullopt;
   }
-  json j = json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
+  Result<json> parsed = parse_ordered_json_bounded(payload, kCellAnswerLimits);
+  if (!parsed.ok() || !parsed->is_object()) {
+    snap.invalid = parsed.ok() ? "a chunk that is not a JSON object" : cat("a chunk that is ", parsed.message());
+    return std::nullopt;
+  }
+  json& j = *parsed;
   if (member(j, "error")) snap.upstream_error = true;
   bool drop = false;
   if (auto choices = j.find("choices"); choices != j.end() && choices->is_array()) {
@@ -163,6 +170,13 @@ std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRe
     if (j.contains("created")) j["created"] = snap.created;
   }
   return http::json_text(j);
+}
+
+Status check_cell_answer(int status, std::string_view body) {
+  if (status < 200 || status > 599) return Status::errorf("status ", status, " is not an answer");
+  Result<json> parsed = parse_ordered_json_bounded(body, kCellAnswerLimits);
+  if (!parsed.ok()) return Status::errorf("a body that is ", parsed.message());
+  return ok_status();
 }
 
 bool resumable(const ProxyRequest& request, const StreamSnapshot& snap) {

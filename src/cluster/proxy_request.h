@@ -10,7 +10,8 @@
 //
 // The router is lenient: it reads only what routing needs, and a field of the
 // wrong type is left for the cell to refuse with its own 400 (which names the
-// field). Only a body that is not a JSON object is the router's 400.
+// field). Only a body that is not a JSON object (or nests deeper than 64, the
+// cell's own limit: bounded_json.h) is the router's 400.
 #pragma once
 
 #include <cstdint>
@@ -55,15 +56,23 @@ struct StreamSnapshot {
   bool done = false;                // the cell sent [DONE]
   bool upstream_error = false;      // the cell sent an error event
   bool ids_broken = false;          // a cell sent ids that are not ids: the stream cannot move
+  std::string invalid;              // not empty: the cell sent a chunk that is not a JSON object
+                                    // (or too deep or big to read): the cell failed, the chunk is dropped
   nlohmann::ordered_json id, created;  // the first chunk's, kept for every later chunk
 };
 
 /// @brief One SSE payload from a cell: updates `snap` and returns what to send
 /// the client, or nullopt for nothing ("[DONE]", which the router sends itself
-/// at the end; a repeated role chunk; a payload that is not JSON). Token ids
+/// at the end; a repeated role chunk; a payload that is not a JSON object within
+/// kCellAnswerLimits, which also sets snap.invalid: the cell failed). Token ids
 /// the client did not ask for are removed; `id` and `created` stay the first
 /// chunk's across cells.
 std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRequest& request, StreamSnapshot& snap);
+
+/// @brief OK when a cell's whole answer (a non-streamed one, or a stream's error
+/// body) may go to the client: a final status (200-599) and a JSON body within
+/// kCellAnswerLimits. Otherwise the cell failed: its answer is not passed on.
+Status check_cell_answer(int status, std::string_view body);
 
 /// @brief True when a stream with this snapshot can continue on another cell.
 bool resumable(const ProxyRequest& request, const StreamSnapshot& snap);

@@ -1,5 +1,7 @@
 #include "cluster/router_service.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/bounded_json.h"
 #include "cluster/proxy_request.h"
 #include "http/bearer.h"
 #include "http/http_response.h"
@@ -59,7 +62,47 @@ HttpResponse relay(client::Response r) {
   return out;
 }
 
-bool retryable_status(int status) { return status == 429 || status == 500 || status == 502 || status == 503 || status == 504; }
+// A cell that is down, broken or draining: another cell may serve the request. Not 429: a
+// rate limit is the client's (its key's) on every cell, so it goes back with its
+// Retry-After rather than being spread over the cluster (#15).
+bool retryable_status(int status) { return status == 500 || status == 502 || status == 503 || status == 504; }
+
+// How a proxied request ends, decided once (Impl::route) and sent in one place (Impl::proxy).
+struct Outcome {
+  const char* label = "ok";           // the metrics' outcome: ok, client_error, failed, cancelled
+  bool silent = false;                // the client left: nothing to send
+  std::optional<HttpResponse> whole;  // an answer sent whole (no byte of the stream went out)
+  std::vector<std::string> events;    // else: the stream's last events, [DONE] included
+
+  static Outcome reply(HttpResponse r, const char* label) {
+    Outcome o;
+    o.label = label;
+    o.whole = std::move(r);
+    return o;
+  }
+  static Outcome stream_end(std::vector<std::string> events, const char* label) {
+    Outcome o;
+    o.label = label;
+    o.events = std::move(events);
+    o.events.emplace_back("[DONE]");
+    return o;
+  }
+  static Outcome cancelled() {
+    Outcome o;
+    o.label = "cancelled";
+    o.silent = true;
+    return o;
+  }
+};
+
+// What one request's tries share.
+struct Attempts {
+  StreamSnapshot snap;
+  bool sse_started = false;
+  std::set<std::string> excluded;  // cells that failed this request
+  int moves = 0;
+  std::string last_error = "no cell is available";
+};
 
 }  // namespace
 
@@ -76,6 +119,10 @@ struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
         retries(metrics.counter("tokenhive_router_retries_total",
                                 "Requests sent again to another cell before any byte reached the client.")
                     .with()),
+        invalid_answers(metrics.counter("tokenhive_router_invalid_answers_total",
+                                        "Cell answers not passed on: a status outside 200-599, a body or chunk "
+                                        "that is not JSON, or is too deep or big to read.")
+                            .with()),
         deaths(metrics.counter("tokenhive_router_cell_deaths_total", "Cells declared dead.").with()),
         detection(metrics.histogram("tokenhive_router_failure_detection_seconds",
                                     "From a cell's last answered heartbeat to its being declared dead.",
@@ -106,6 +153,7 @@ struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
   http::CounterFamily& requests;
   http::Counter& migrations;
   http::Counter& retries;
+  http::Counter& invalid_answers;
   http::Counter& deaths;
   http::Histogram& detection;
   http::Histogram& ttft;
@@ -115,8 +163,14 @@ struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
   void enqueue(ProxyEndpoint endpoint, const HttpRequest& r, ResponseWriter w);
   void work();
   void proxy(Task& t);
+  Outcome route(Task& t, const ProxyRequest& q);
+  // One try on `cell`: the outcome, or nullopt when the next cell must be tried.
+  std::optional<Outcome> try_whole(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a);
+  std::optional<Outcome> try_stream(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a);
+  static void cell_failed(Cell& cell, Attempts& a, std::string why);
   void finish(const Task& t, const char* outcome) { requests.with({endpoint_label(t.endpoint), outcome}).inc(); }
-  bool admin_allowed(const HttpRequest& r) const;
+  // Why a POST /admin/* call is refused (401, 403), or nullopt when it is allowed.
+  std::optional<HttpResponse> admin_refusal(const HttpRequest& r) const;
   std::shared_ptr<Cell> wait_for_cell(const RouteRequest& rr, const std::set<std::string>& excluded, const Task& t);
 };
 
@@ -201,111 +255,152 @@ void RouterService::Impl::proxy(Task& t) {
     seed = rng();
   }
   Result<ProxyRequest> inspected = inspect_request(t.endpoint, t.body, seed);
-  if (!inspected.ok()) {
-    t.writer.send(error(400, inspected.message()));
-    finish(t, "client_error");
-    return;
+  Outcome o = inspected.ok() ? route(t, *inspected) : Outcome::reply(error(400, inspected.message()), "client_error");
+  // The one place a proxied request's response ends.
+  if (!o.silent) {
+    if (o.whole) {
+      t.writer.send(std::move(*o.whole));
+    } else {
+      for (const std::string& e : o.events) t.writer.send_event(e);
+      t.writer.end();
+    }
   }
-  const ProxyRequest& q = *inspected;
-  StreamSnapshot snap;
-  bool sse_started = false;
-  std::set<std::string> excluded;
-  int moves = 0;
-  std::string last_error = "no cell is available";
+  finish(t, o.label);
+}
+
+Outcome RouterService::Impl::route(Task& t, const ProxyRequest& q) {
+  Attempts a;
   for (int attempt = 0; attempt < options.max_attempts; ++attempt) {
     if (t.client_gone.load()) break;
-    std::shared_ptr<Cell> cell = wait_for_cell(q.route, excluded, t);
+    std::shared_ptr<Cell> cell = wait_for_cell(q.route, a.excluded, t);
     if (!cell) break;
     if (attempt > 0) {
-      if (sse_started) {
+      if (a.sse_started) {
         migrations.inc();
-        ++moves;
+        ++a.moves;
       } else {
         retries.inc();
       }
     }
     t.cancel.store(t.client_gone.load());
     CellWork work(cell, q.route.priority, q.route.cost_tokens, &t.cancel);
-
-    if (!q.stream) {
-      // All or nothing: the client sees no byte until the whole answer, so any failure is
-      // a plain retry, and the same seed gives the same answer elsewhere.
-      Result<client::Response> r = cell->client().request("POST", t.path, resume_body(q, snap), t.headers, &t.cancel);
-      if (t.client_gone.load()) break;
-      if (!r.ok() || retryable_status(r->status)) {
-        last_error = r.ok() ? cat(cell->url(), " answered ", r->status) : r.message();
-        excluded.insert(cell->url());
-        continue;
-      }
-      const int status = r->status;
-      t.writer.send(relay(std::move(*r)));
-      finish(t, status < 400 ? "ok" : "client_error");
-      return;
-    }
-
-    auto on_event = [&](const client::SseEvent& e) -> bool {
-      if (t.client_gone.load()) return false;
-      std::optional<std::string> out = rewrite_chunk(e.data, q, snap);
-      if (!out) return true;
-      if (!sse_started) {
-        if (!t.writer.start_sse()) return false;
-        sse_started = true;
-        ttft.observe(std::chrono::duration<double>(Clock::now() - t.received).count());
-      }
-      return t.writer.send_event(*out);
-    };
-    Result<client::Response> r =
-        cell->client().stream_events("POST", t.path, resume_body(q, snap), on_event, t.headers, &t.cancel);
+    std::optional<Outcome> o = q.stream ? try_stream(t, q, *cell, a) : try_whole(t, q, *cell, a);
+    if (o) return std::move(*o);
     if (t.client_gone.load()) break;
-    const bool ok_status = r.ok() && r->status >= 200 && r->status < 300;
-    if (ok_status && (snap.done || snap.upstream_error)) {
-      t.writer.send_event("[DONE]");
-      t.writer.end();
-      finish(t, snap.upstream_error ? "failed" : "ok");
-      return;
-    }
-    if (r.ok() && !ok_status && !retryable_status(r->status)) {
-      // The cell refused the request itself (400, 401, 404...): that is the client's answer.
-      if (!sse_started) {
-        t.writer.send(relay(std::move(*r)));
-      } else {
-        t.writer.send_event(r->body);
-        t.writer.end();
-      }
-      finish(t, "client_error");
-      return;
-    }
-    // The cell failed: refused, broke, hung (declared dead: cancelled), busy or draining.
-    last_error = r.ok() ? cat(cell->url(), " answered ", r->status) : cat(cell->url(), ": ", r.message());
-    excluded.insert(cell->url());
-    if (snap.finished) {  // it failed between the last token and [DONE]: nothing is missing
-      t.writer.send_event("[DONE]");
-      t.writer.end();
-      finish(t, "ok");
-      return;
-    }
-    if (sse_started && (!resumable(q, snap) || moves >= options.max_migrations)) break;
+    if (a.sse_started && (!resumable(q, a.snap) || a.moves >= options.max_migrations)) break;
   }
-  if (t.client_gone.load()) {
-    finish(t, "cancelled");
-    return;
-  }
-  if (sse_started) {
-    json err = {{"error", {{"message", cat("the stream could not be continued: ", last_error)},
+  if (t.client_gone.load()) return Outcome::cancelled();
+  if (a.sse_started) {
+    json err = {{"error", {{"message", cat("the stream could not be continued: ", a.last_error)},
                            {"type", "server_error"}, {"param", nullptr}, {"code", "cell_failed"}}}};
-    t.writer.send_event(http::json_text(err));
-    t.writer.send_event("[DONE]");
-    t.writer.end();
-  } else {
-    HttpResponse out = error(503, cat("no cell could serve this request: ", last_error), "no_cell");
-    http::set_retry_after(out, std::chrono::seconds(1));
-    t.writer.send(std::move(out));
+    return Outcome::stream_end({http::json_text(err)}, "failed");
   }
-  finish(t, "failed");
+  HttpResponse out = error(503, cat("no cell could serve this request: ", a.last_error), "no_cell");
+  http::set_retry_after(out, std::chrono::seconds(1));
+  return Outcome::reply(std::move(out), "failed");
 }
 
-bool RouterService::Impl::admin_allowed(const HttpRequest& r) const {
-  return options.admin_token.empty() || http::bearer_matches(r.header("authorization"), options.admin_token);
+void RouterService::Impl::cell_failed(Cell& cell, Attempts& a, std::string why) {
+  a.last_error = cat(cell.url(), ": ", why);
+  a.excluded.insert(cell.url());
+}
+
+std::optional<Outcome> RouterService::Impl::try_whole(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a) {
+  // All or nothing: the client sees no byte until the whole answer, so any failure is
+  // a plain retry, and the same seed gives the same answer elsewhere.
+  Result<client::Response> r = cell.client().request("POST", t.path, resume_body(q, a.snap), t.headers, &t.cancel);
+  if (t.client_gone.load()) return Outcome::cancelled();
+  if (!r.ok()) {
+    cell_failed(cell, a, r.message());
+    return std::nullopt;
+  }
+  if (retryable_status(r->status)) {
+    cell_failed(cell, a, cat("answered ", r->status));
+    return std::nullopt;
+  }
+  if (Status valid = check_cell_answer(r->status, r->body); !valid.ok()) {
+    invalid_answers.inc();
+    cell.note_invalid_answer();
+    cell_failed(cell, a, cat("answered ", valid.message()));
+    return std::nullopt;
+  }
+  const int status = r->status;
+  return Outcome::reply(relay(std::move(*r)), status < 400 ? "ok" : "client_error");
+}
+
+std::optional<Outcome> RouterService::Impl::try_stream(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a) {
+  StreamSnapshot& snap = a.snap;
+  auto on_event = [&](const client::SseEvent& e) -> bool {
+    if (t.client_gone.load()) return false;
+    std::optional<std::string> out = rewrite_chunk(e.data, q, snap);
+    if (!snap.invalid.empty()) return false;  // the cell failed: stop reading it
+    if (!out) return true;
+    if (!a.sse_started) {
+      if (!t.writer.start_sse()) return false;
+      a.sse_started = true;
+      ttft.observe(std::chrono::duration<double>(Clock::now() - t.received).count());
+    }
+    return t.writer.send_event(*out);
+  };
+  Result<client::Response> r =
+      cell.client().stream_events("POST", t.path, resume_body(q, snap), on_event, t.headers, &t.cancel);
+  if (t.client_gone.load()) return Outcome::cancelled();
+  if (!snap.invalid.empty()) {
+    invalid_answers.inc();
+    cell.note_invalid_answer();
+    cell_failed(cell, a, cat("sent ", snap.invalid));
+    snap.invalid.clear();
+  } else if (!r.ok()) {
+    cell_failed(cell, a, r.message());
+  } else if (r->status >= 200 && r->status < 300) {
+    if (snap.done || snap.upstream_error) {
+      if (!a.sse_started) a.sse_started = t.writer.start_sse();  // a stream of [DONE] alone
+      return Outcome::stream_end({}, snap.upstream_error ? "failed" : "ok");
+    }
+    cell_failed(cell, a, "the stream ended before [DONE]");
+  } else if (retryable_status(r->status)) {
+    cell_failed(cell, a, cat("answered ", r->status));
+  } else if (Status valid = check_cell_answer(r->status, r->body); !valid.ok()) {
+    invalid_answers.inc();
+    cell.note_invalid_answer();
+    cell_failed(cell, a, cat("answered ", valid.message()));
+  } else if (!a.sse_started) {
+    // The cell refused the request itself (400, 401, 404, 429...): that is the client's answer.
+    return Outcome::reply(relay(std::move(*r)), "client_error");
+  } else {
+    return Outcome::stream_end({std::move(r->body)}, "client_error");
+  }
+  // The cell failed: refused, broke, hung (declared dead: cancelled), busy, draining or
+  // sent what no cell sends.
+  if (snap.finished) return Outcome::stream_end({}, "ok");  // between the last token and [DONE]: nothing is missing
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> RouterService::Impl::admin_refusal(const HttpRequest& r) const {
+  if (!options.admin_token.empty()) {
+    if (http::bearer_matches(r.header("authorization"), options.admin_token)) return std::nullopt;
+    return error(401, "admin endpoints need Authorization: Bearer <admin token>", "admin_forbidden");
+  }
+  if (options.admin_loopback_only) return std::nullopt;
+  return error(403,
+               "admin endpoints are off: the router listens beyond loopback and has no admin token; start it with "
+               "--admin-token (or $TOKENHIVE_ADMIN_TOKEN), or listen on 127.0.0.1",
+               "admin_forbidden");
+}
+
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost") return true;
+  const std::string h(host);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+std::string_view admin_mode(const RouterServiceOptions& options) {
+  if (!options.admin_token.empty()) return "token";
+  return options.admin_loopback_only ? "loopback" : "refused";
 }
 
 RouterService::RouterService(RouterServiceOptions options, CellPool& pool)
@@ -372,6 +467,10 @@ void RouterService::add_routes(http::HttpServer& server) {
         w.send(error(502, cat(cell->url(), ": ", resp.message()), "cell_failed"));
         return;
       }
+      if (Status valid = check_cell_answer(resp->status, resp->body); !valid.ok()) {
+        w.send(error(502, cat(cell->url(), " answered ", valid.message()), "cell_failed"));
+        return;
+      }
       w.send(relay(std::move(*resp)));
     }).detach();
   };
@@ -383,11 +482,12 @@ void RouterService::add_routes(http::HttpServer& server) {
     w.send(http::json_response(200, nlohmann::json{{"cells", cells}, {"policy", impl->options.policy}}));
   });
   auto admin_url = [impl](const HttpRequest& r, ResponseWriter& w) -> std::optional<std::string> {
-    if (!impl->admin_allowed(r)) {
-      w.send(error(401, "admin endpoints need Authorization: Bearer <admin token>", "admin_forbidden"));
+    if (std::optional<HttpResponse> refused = impl->admin_refusal(r)) {
+      w.send(std::move(*refused));
       return std::nullopt;
     }
-    nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+    Result<nlohmann::json> parsed = parse_json_bounded(r.body, kControlLimits);
+    const nlohmann::json j = parsed.ok() ? std::move(*parsed) : nlohmann::json();
     if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) {
       w.send(error(400, "the body must be {\"url\": \"http://host:port\"}"));
       return std::nullopt;

@@ -26,13 +26,15 @@
 // exists), /metrics (the router's), GET /admin/cells (the pool as the router
 // sees it), POST /admin/cells {"url"} (a cell joins; with discovery, the
 // answer names the etcd endpoint the cell should register on) and POST
-// /admin/cells/leave {"url"}.
+// /admin/cells/leave {"url"}. The POSTs need the admin token, or with none a
+// loopback-only listener (403 otherwise).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "cluster/cell_pool.h"
 #include "cluster/routing_policy.h"
@@ -52,8 +54,21 @@ struct RouterServiceOptions {
   // How long a request with no eligible cell waits for one to come back before its 503.
   std::chrono::milliseconds wait_for_cell{2000};
   std::string discovery;          // etcd://host:port, told to cells that join
-  std::string admin_token;        // POST /admin/* needs "Authorization: Bearer <token>" when set
+  // POST /admin/* (cells joining and leaving) needs "Authorization: Bearer <token>" when
+  // set. Unset, those calls are taken only when the listener is loopback-only
+  // (admin_loopback_only): on any other address anyone who reaches the port could
+  // register a cell of their choosing or remove real ones (#15), so they get 403.
+  std::string admin_token;
+  bool admin_loopback_only = true;  // the HTTP listener accepts only loopback connections
 };
+
+/// @brief True when `host` (a listen address) accepts only connections from this
+/// machine: 127.0.0.0/8, ::1, "localhost". Any other name or address is not.
+bool is_loopback_host(std::string_view host);
+
+/// @brief Whether POST /admin/* is open, and how, for the start-up line:
+/// "token", "loopback" (no token, loopback listener) or "refused".
+std::string_view admin_mode(const RouterServiceOptions& options);
 
 class RouterService {
  public:

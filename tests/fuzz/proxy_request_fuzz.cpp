@@ -4,7 +4,11 @@
 // request body, then the SSE payloads a cell sends. Whatever they hold, the
 // router must not crash, and: what it sends on is a JSON object, without the
 // token ids the client did not ask for, with the first chunk's id; the body it
-// would resume with is a JSON object carrying the seed.
+// would resume with is a JSON object carrying the seed. Every part also goes
+// through the router's other readers (bounded_json.h): a cell's whole answer,
+// a heartbeat, an etcd watch line and error body. None may crash on any depth
+// or width (#15: 100,000 levels of '[' once overflowed the stack), and what any
+// of them accepts is within the limits it was read with.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/bounded_json.h"
+#include "cluster/cell_load.h"
+#include "cluster/etcd_codec.h"
 #include "cluster/proxy_request.h"
 
 namespace {
@@ -21,6 +28,19 @@ namespace {
 [[noreturn]] void die(const char* what) {
   std::fprintf(stderr, "proxy_request_fuzz: %s\n", what);
   std::abort();
+}
+
+// The readers of what cells and etcd send, none of which may crash.
+void read_as_everything(std::string_view part) {
+  using namespace th::cluster;
+  const bool within_answer = check_json_limits(part, kCellAnswerLimits).ok();
+  if (check_cell_answer(200, part).ok() && !within_answer) die("a cell answer over the limits passed");
+  if (check_cell_answer(999, part).ok()) die("status 999 passed");
+  const bool within_control = check_json_limits(part, kControlLimits).ok();
+  if (parse_cell_load(part).ok() && !within_control) die("a heartbeat over the limits was read");
+  if (parse_json_bounded(part, kControlLimits).ok() && !within_control) die("parsed past the limits");
+  (void)parse_watch_message(part);
+  (void)gateway_error_text(part);
 }
 
 }  // namespace
@@ -37,13 +57,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (cut == std::string_view::npos) break;
     rest.remove_prefix(cut + 1);
   }
+  for (std::string_view part : parts) read_as_everything(part);
   th::Result<th::cluster::ProxyRequest> q = th::cluster::inspect_request(endpoint, parts[0], 12345);
-  if (!q.ok()) return 0;
+  if (!q.ok()) {
+    if (th::cluster::check_json_limits(parts[0], th::cluster::kRequestBodyLimits).ok() &&
+        nlohmann::ordered_json::accept(parts[0]) &&
+        nlohmann::ordered_json::parse(parts[0], nullptr, false).is_object())
+      die("a JSON object within the limits refused");
+    return 0;
+  }
   if (!q->body.is_object() || !q->body.contains("seed")) die("inspected body without a seed");
   if (q->movable && !q->stream) die("movable but not streamed");
   th::cluster::StreamSnapshot snap;
   for (size_t i = 1; i < parts.size(); ++i) {
     std::optional<std::string> out = th::cluster::rewrite_chunk(parts[i], *q, snap);
+    if (!snap.invalid.empty()) {
+      if (out) die("an invalid chunk was sent on");
+      snap.invalid.clear();  // the proxy moves on to another cell
+      continue;
+    }
     if (!out) continue;
     const nlohmann::ordered_json j = nlohmann::ordered_json::parse(*out, nullptr, false);
     if (!j.is_object()) die("sent something that is not a JSON object");

@@ -22,6 +22,10 @@
 #include <vector>
 
 #include "client/http_client.h"
+#include "cluster/proxy_request.h"
+#include "cluster/routing_policy.h"
+#include "http/http_response.h"
+#include "http/http_server.h"
 #include "etcd_process.h"
 #include "run_process.h"
 #include "serve_process.h"
@@ -460,6 +464,229 @@ TEST(RouterEtcd, TwoRoutersShareCellsAndLosingARouterLosesNoRegistration) {
   EXPECT_EQ(x.stop(SIGTERM), 0);
   EXPECT_TRUE(wait_state(*bc, x.url(), "", 3));
   EXPECT_TRUE(wait_state(*cc, x.url(), "", 3));
+}
+
+// --- #15: what no client and no cell can do to the router ---------------------------
+
+// A body of `depth` nested arrays, as a prompt: 200 KB is 100,000 levels.
+std::string deep_body(size_t depth) {
+  return "{\"prompt\":" + std::string(depth, '[') + std::string(depth, ']') + ",\"max_tokens\":2}";
+}
+
+TEST(RouterHardening, ADeepBodyIsA400AndTheRouterKeepsServing) {
+  ServeProcess cell(cell_args());
+  ASSERT_TRUE(cell.ok()) << cell.log();
+  ServeProcess router("router", {"--cell", cell.url()}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto rc = client_for(router.url());
+  ASSERT_TRUE(wait_state(*rc, cell.url(), "alive")) << router.log();
+
+  // One client sends deep bodies (100,000 levels once killed the router: exit 139) while
+  // another's ordinary requests go on.
+  std::atomic<bool> stop{false};
+  std::atomic<int> served{0}, failed{0};
+  std::thread other([&] {
+    auto c = client_for(router.url());
+    while (!stop.load()) {
+      Result<client::Response> r = c->request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":2})");
+      (r.ok() && r->status == 200 ? served : failed).fetch_add(1);
+    }
+  });
+  for (size_t depth : {size_t{70'000}, size_t{100'000}, size_t{100'000}, size_t{400'000}}) {
+    Result<client::Response> r = rc->request("POST", "/v1/completions", deep_body(depth));
+    EXPECT_TRUE(r.ok()) << depth << ": " << r.message() << "\n" << router.log();
+    if (!r.ok()) break;  // the router died (as it did before #15): stop, join below
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(r->body.find("nested deeper than 64"), std::string::npos) << r->body;
+  }
+  Result<client::Response> chat = rc->request("POST", "/v1/chat/completions", "{\"messages\":" + std::string(200'000, '{'));
+  EXPECT_TRUE(chat.ok()) << chat.message();
+  if (chat.ok()) EXPECT_EQ(chat->status, 400);
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
+  while (served.load() < 3 && failed.load() == 0 && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop.store(true);
+  other.join();
+  EXPECT_GE(served.load(), 3);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(rc->request("GET", "/health")->status, 200);
+  EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();
+}
+
+// A cell that answers heartbeats well and requests badly, in this process.
+class FakeCell {
+ public:
+  enum class Mode { kDeepChunk, kStatus999, kNotJson, kRateLimited };
+  explicit FakeCell(Mode mode) : mode_(mode) {
+    http::HttpServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    server_ = std::make_unique<http::HttpServer>(o);
+    server_->route("GET", "/admin/load", [](const http::HttpRequest&, http::ResponseWriter w) {
+      w.send(http::json_response(200, json{{"running", 0}, {"waiting", 0}, {"kv_free_blocks", 100},
+                                           {"kv_total_blocks", 100}, {"tokens_per_second", 0}, {"ready", true}}));
+    });
+    for (const char* path : {"/v1/completions", "/v1/chat/completions"})
+      server_->route("POST", path, [this](const http::HttpRequest&, http::ResponseWriter w) { answer(w); });
+    ok_ = server_->start().ok();
+  }
+  bool ok() const { return ok_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
+  int hits() const { return hits_.load(); }
+
+ private:
+  void answer(http::ResponseWriter& w) {
+    hits_.fetch_add(1);
+    switch (mode_) {
+      case Mode::kDeepChunk: {
+        w.start_sse();
+        w.send_event("{\"choices\":" + std::string(200'000, '[') + std::string(200'000, ']') + "}");
+        w.send_event("[DONE]");
+        w.end();
+        return;
+      }
+      case Mode::kStatus999: {
+        http::HttpResponse r = http::json_response(200, json{{"choices", json::array()}});
+        r.status = 999;
+        w.send(std::move(r));
+        return;
+      }
+      case Mode::kNotJson: w.send(http::text_response(200, "<html>not a cell</html>", "text/html")); return;
+      case Mode::kRateLimited: {
+        http::HttpResponse r = http::error_response(429, "rate limit: 1 request a minute for this key");
+        r.set_header("Retry-After", "7");
+        w.send(std::move(r));
+        return;
+      }
+    }
+  }
+
+  Mode mode_;
+  std::unique_ptr<http::HttpServer> server_;
+  std::atomic<int> hits_{0};
+  bool ok_ = false;
+};
+
+// A prompt the prefix policy sends to `want` rather than `other` (both idle): found with
+// the router's own functions, so the fake cell is tried first.
+std::string prompt_for(const std::string& want, const std::string& other, int from = 0) {
+  auto policy = cluster::make_routing_policy("prefix", cluster::PolicyOptions{});
+  for (int i = from; i < from + 1000; ++i) {
+    // The key is the 8th 64-byte block's chained hash: what varies comes first.
+    const std::string prompt = std::to_string(i) + " Once upon a time " + std::string(600, 'a');
+    Result<cluster::ProxyRequest> q = cluster::inspect_request(cluster::ProxyEndpoint::kCompletions,
+                                                               json{{"prompt", prompt}}.dump(), 1);
+    std::vector<cluster::CellView> views(2);
+    views[0].id = want;
+    views[1].id = other;
+    views[0].eligible = views[1].eligible = true;
+    if (q.ok() && (*policy)->pick(q->route, views) == std::optional<size_t>(0)) return prompt;
+  }
+  return {};
+}
+
+TEST(RouterHardening, ACellThatAnswersBadlyFailsAndTheRequestEndsOnARealCell) {
+  ServeProcess real(cell_args());
+  ASSERT_TRUE(real.ok()) << real.log();
+  for (FakeCell::Mode mode : {FakeCell::Mode::kDeepChunk, FakeCell::Mode::kStatus999, FakeCell::Mode::kNotJson}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    FakeCell fake(mode);
+    ASSERT_TRUE(fake.ok());
+    ServeProcess router("router", {"--cell", fake.url(), "--cell", real.url()}, 30);
+    ASSERT_TRUE(router.ok()) << router.log();
+    auto rc = client_for(router.url());
+    ASSERT_TRUE(wait_state(*rc, fake.url(), "alive")) << router.log();
+    ASSERT_TRUE(wait_state(*rc, real.url(), "alive")) << router.log();
+    for (int i = 0; i < 3; ++i) {
+      const std::string prompt = prompt_for(fake.url(), real.url(), i * 1000);
+      ASSERT_FALSE(prompt.empty());
+      json body = {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}};
+      if (mode == FakeCell::Mode::kDeepChunk) {
+        body["stream"] = true;
+        Outcome o = stream(*rc, "/v1/completions", body);
+        EXPECT_TRUE(o.ok) << o.error << "\n" << router.log();
+        EXPECT_FALSE(o.text.empty());
+      } else {
+        Result<client::Response> r = rc->request("POST", "/v1/completions", body.dump());
+        ASSERT_TRUE(r.ok()) << r.message() << "\n" << router.log();
+        EXPECT_EQ(r->status, 200) << r->body;
+        json j = json::parse(r->body, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << r->body;
+        EXPECT_EQ(j["choices"].size(), 1u) << r->body;
+      }
+    }
+    EXPECT_EQ(fake.hits(), 3);  // each request tried the fake first, and it failed each
+    EXPECT_GE(metric_value(*rc, "tokenhive_router_invalid_answers_total"), 3.0);
+    for (const json& c : get_json(*rc, "/admin/cells")["cells"])
+      EXPECT_EQ(c["invalid_answers"], c["url"] == fake.url() ? 3 : 0) << c.dump();
+    EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();
+  }
+}
+
+TEST(RouterHardening, ACellsRateLimitReachesTheClientWithItsRetryAfter) {
+  FakeCell limited(FakeCell::Mode::kRateLimited);
+  ASSERT_TRUE(limited.ok());
+  ServeProcess real(cell_args());
+  ASSERT_TRUE(real.ok()) << real.log();
+  ServeProcess router("router", {"--cell", limited.url(), "--cell", real.url()}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto rc = client_for(router.url());
+  ASSERT_TRUE(wait_state(*rc, limited.url(), "alive")) << router.log();
+  ASSERT_TRUE(wait_state(*rc, real.url(), "alive")) << router.log();
+  const std::string prompt = prompt_for(limited.url(), real.url());
+  ASSERT_FALSE(prompt.empty());
+  for (bool streamed : {false, true}) {
+    const json body = {{"prompt", prompt}, {"max_tokens", 2}, {"stream", streamed}};
+    Result<client::Response> r = rc->request("POST", "/v1/completions", body.dump());
+    ASSERT_TRUE(r.ok()) << r.message();
+    // The key's limit is the client's answer: not retried on the real cell, not a 503.
+    EXPECT_EQ(r->status, 429) << r->body;
+    EXPECT_EQ(r->header("retry-after").value_or(""), "7");
+    EXPECT_NE(r->body.find("rate limit"), std::string::npos) << r->body;
+  }
+  EXPECT_EQ(limited.hits(), 2);
+  EXPECT_EQ(metric_value(*rc, "tokenhive_router_retries_total"), 0.0);
+  EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();
+}
+
+TEST(RouterHardening, AdminCallsNeedATokenUnlessTheListenerIsLoopback) {
+  const std::string join = R"({"url":"http://127.0.0.1:9"})";
+  {
+    // Listening on every address with no token: admin calls are refused, and the log says so.
+    ServeProcess open("router", {"--host", "0.0.0.0"}, 30);
+    ASSERT_TRUE(open.ok()) << open.log();
+    EXPECT_NE(open.log().find("admin calls (POST /admin/*) are refused"), std::string::npos) << open.log();
+    auto c = client_for(open.url());
+    for (const char* path : {"/admin/cells", "/admin/cells/leave"}) {
+      Result<client::Response> r = c->request("POST", path, join);
+      ASSERT_TRUE(r.ok()) << r.message();
+      EXPECT_EQ(r->status, 403) << path << " " << r->body;
+      EXPECT_NE(r->body.find("--admin-token"), std::string::npos) << r->body;
+    }
+    EXPECT_EQ(get_json(*c, "/admin/cells")["cells"].size(), 0u);
+    EXPECT_EQ(open.stop(SIGTERM), 0);
+  }
+  {
+    // With a token: allowed with it, 401 without.
+    ServeProcess tok("router", {"--host", "0.0.0.0", "--admin-token", "s3cret"}, 30);
+    ASSERT_TRUE(tok.ok()) << tok.log();
+    auto c = client_for(tok.url());
+    EXPECT_EQ(c->request("POST", "/admin/cells", join)->status, 401);
+    Result<client::Response> r = c->request("POST", "/admin/cells", join, {{"Authorization", "Bearer s3cret"}});
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(get_json(*c, "/admin/cells")["cells"].size(), 1u);
+    EXPECT_EQ(tok.stop(SIGTERM), 0);
+  }
+  {
+    // Loopback only (the default host): open, as the cells' --join needs.
+    ServeProcess local("router", {}, 30);
+    ASSERT_TRUE(local.ok()) << local.log();
+    EXPECT_NE(local.log().find("need a loopback client"), std::string::npos) << local.log();
+    auto c = client_for(local.url());
+    EXPECT_EQ(c->request("POST", "/admin/cells", join)->status, 200);
+    EXPECT_EQ(local.stop(SIGTERM), 0);
+  }
 }
 
 }  // namespace

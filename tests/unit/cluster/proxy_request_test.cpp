@@ -25,6 +25,43 @@ TEST(ProxyRequest, OnlyANonObjectBodyIsTheRoutersError) {
   EXPECT_EQ(q.body["stream"], "yes");
 }
 
+// #15: 100,000 levels of '[' in a body once overflowed the proxy thread's stack (the
+// DOM is copied and dumped recursively). The router refuses it without building it.
+TEST(ProxyRequest, ADeepBodyIsTheRoutersErrorNotACrash) {
+  const std::string deep = "{\"prompt\":" + std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  Result<ProxyRequest> q = inspect_request(ProxyEndpoint::kCompletions, deep, 1);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.message().find("nested deeper than 64"), std::string::npos) << q.message();
+  // 64 levels is the cell's own limit: the router passes it on, and the cell decides.
+  const std::string ok = "{\"prompt\":" + std::string(63, '[') + std::string(63, ']') + "}";
+  EXPECT_TRUE(inspect_request(ProxyEndpoint::kCompletions, ok, 1).ok());
+  EXPECT_FALSE(inspect_request(ProxyEndpoint::kChat, "{\"messages\":" + std::string(200'000, '{'), 1).ok());
+}
+
+TEST(ProxyRequest, ADeepOrNonJsonChunkMarksTheCellFailed) {
+  const ProxyRequest q = inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true})");
+  const std::string deep = "{\"choices\":" + std::string(200'000, '[') + std::string(200'000, ']') + "}";
+  for (const std::string& bad : {deep, std::string("not json"), std::string("[1,2]"), std::string("{\"choices\":[")}) {
+    StreamSnapshot snap;
+    EXPECT_FALSE(rewrite_chunk(bad, q, snap).has_value()) << bad.substr(0, 40);
+    EXPECT_FALSE(snap.invalid.empty()) << bad.substr(0, 40);
+  }
+  StreamSnapshot snap;
+  EXPECT_TRUE(rewrite_chunk(R"({"id":"a","choices":[{"text":"hi","token_ids":[1]}]})", q, snap).has_value());
+  EXPECT_TRUE(snap.invalid.empty()) << snap.invalid;
+}
+
+TEST(ProxyRequest, ACellAnswerNeedsAFinalStatusAndAJsonBody) {
+  EXPECT_TRUE(check_cell_answer(200, R"({"choices":[]})").ok());
+  EXPECT_TRUE(check_cell_answer(429, R"({"error":{"message":"slow down"}})").ok());
+  EXPECT_FALSE(check_cell_answer(999, R"({})").ok());
+  EXPECT_FALSE(check_cell_answer(600, R"({})").ok());
+  EXPECT_FALSE(check_cell_answer(100, R"({})").ok());
+  EXPECT_FALSE(check_cell_answer(200, "<html>oops</html>").ok());
+  EXPECT_FALSE(check_cell_answer(200, "").ok());
+  EXPECT_FALSE(check_cell_answer(200, "{\"a\":" + std::string(200'000, '[')).ok());
+}
+
 TEST(ProxyRequest, SeedIsTheRoutersOnlyWhenAbsent) {
   EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x"})", 0x1'2345'6789).body["seed"], 0x2345'6789);
   EXPECT_EQ(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","seed":null})", 5).body["seed"], 5);

@@ -355,7 +355,7 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
       // The prompt goes through the detokenizer first, so the continuation's first piece
       // keeps its leading space (it is dropped only right after BOS).
       for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
-      ch.stop.emplace(q.stop);
+      ch.stop.emplace(q.stop, q.include_stop_str_in_output);
       if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kMask) ch.pii_mask = std::make_unique<pii::StreamingRedactor>(*c.redactor);
       if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kPseudonymize)
         ch.pii_restore = std::make_unique<pii::StreamingRestorer>(*c.redactor);

@@ -315,5 +315,32 @@ TEST(ServeConventions, TokenizeNeedsAKeyWhenKeysAreOn) {
   ::unlink(keys.c_str());
 }
 
+// llama-server's n_predict and vLLM's include_stop_str_in_output, end to end.
+TEST(ServeConventions, NPredictAndIncludeStopStrInOutput) {
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  HttpReply n = post(s.port(), "/v1/completions", {{"prompt", "Once"}, {"n_predict", 3}, {"ignore_eos", true}});
+  ASSERT_EQ(n.status, 200) << n.body;
+  EXPECT_EQ(json::parse(n.body)["usage"]["completion_tokens"], 3);
+  const json greedy = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  HttpReply full = post(s.port(), "/v1/completions", greedy);
+  ASSERT_EQ(full.status, 200) << full.body;
+  const std::string text = json::parse(full.body)["choices"][0]["text"];
+  ASSERT_GT(text.size(), 12u);
+  const std::string stop = text.substr(6, 3);  // three bytes of the greedy text: it stops there
+  const size_t at = text.find(stop);
+  json with = greedy;
+  with["stop"] = json::array({stop});
+  HttpReply cut = post(s.port(), "/v1/completions", with);
+  EXPECT_EQ(json::parse(cut.body)["choices"][0]["text"], text.substr(0, at)) << cut.body;
+  with["include_stop_str_in_output"] = true;
+  HttpReply kept = post(s.port(), "/v1/completions", with);
+  EXPECT_EQ(json::parse(kept.body)["choices"][0]["text"], text.substr(0, at + stop.size())) << kept.body;
+  EXPECT_EQ(json::parse(kept.body)["choices"][0]["finish_reason"], "stop");
+  HttpReply refused = post(s.port(), "/v1/completions", {{"prompt", "x"}, {"grammar", "root ::= \"a\""}});
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "grammar");
+}
+
 }  // namespace
 }  // namespace th

@@ -24,7 +24,7 @@ constexpr Verb kVerbs[] = {
 };
 
 void usage(FILE* out) {
-  std::fprintf(out, "usage: tokenhive <verb> [options]\n\nverbs:\n");
+  std::fprintf(out, "usage: tokenhive <verb> [options]\n       tokenhive --version\n\nverbs:\n");
   for (const Verb& v : kVerbs)
     std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(v.name.size()), v.name.data(),
                  static_cast<int>(v.help.size()), v.help.data());
@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string_view verb = argv[1];
+  if (verb == "--version" || verb == "-V") {
+    std::printf("tokenhive %s\n", TH_VERSION);
+    return 0;
+  }
   if (verb == "--help" || verb == "-h" || verb == "help") {
     usage(stdout);
     return 0;

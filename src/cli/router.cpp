@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/flag_env.h"
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
 #include "cluster/cell_pool.h"
@@ -68,6 +69,7 @@ int run_router(int argc, char** argv) {
   app.add_option("--admin-token", ro.admin_token, "bearer token POST /admin/* needs (default: $TOKENHIVE_ADMIN_TOKEN; unset: admin calls only on a loopback listener)");
   app.add_option("--shutdown-timeout", shutdown_timeout, "seconds requests in flight get to finish after SIGTERM")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  env_for_every_flag(app);  // TOKENHIVE_<FLAG>, as serve; the command line wins
   if (std::optional<int> rc = parse_flags(app, "router", argc, argv)) return *rc;
   if (ro.admin_token.empty()) {
     if (const char* t = std::getenv("TOKENHIVE_ADMIN_TOKEN")) ro.admin_token = t;

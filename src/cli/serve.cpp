@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "base/cpu_set.h"
+#include "cli/flag_env.h"
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
 #include "cluster/cell_membership.h"
@@ -39,6 +40,7 @@
 #include "audit/audit_log.h"
 #include "audit/ed25519.h"
 #include "server/rate_limiter.h"
+#include "http/cors.h"
 #include "http/http_server.h"
 #include "server/serving_metrics.h"
 #include "http/shutdown_signal.h"
@@ -79,6 +81,7 @@ struct ServeFlags {
   double audit_seconds = 60;
   std::string admin_token;
   std::string join, discovery, advertise;
+  std::string cors_origins;
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -144,6 +147,9 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
   app.add_option("--join", f.join, "join the router at this URL (it then routes to this cell; leaves on SIGTERM)");
   app.add_option("--discovery", f.discovery, "register this cell on etcd (etcd://host:port) for routers watching there");
   app.add_option("--advertise", f.advertise, "this cell's URL as routers reach it (default http://HOST:PORT)");
+  app.add_option("--cors-origins", f.cors_origins,
+                 "origins (comma-separated, or '*') whose browser requests get CORS headers and preflight answers; "
+                 "default none");
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
 }
@@ -236,10 +242,12 @@ int run_serve(int argc, char** argv) {
                "tokenhive serve"};
   ServeFlags f;
   add_serve_flags(app, f);
+  env_for_every_flag(app);
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
   f.http.header_timeout = ms(f.header_timeout);
   f.http.body_timeout = ms(f.body_timeout);
   f.http.idle_timeout = ms(f.idle_timeout);
+  f.http.cors_origins = http::parse_cors_origins(f.cors_origins);
   raise_fd_limit();
   if (f.max_num_batched_tokens < f.max_num_seqs) {
     std::fprintf(stderr, "tokenhive serve: --max-num-batched-tokens (%lld) must be at least --max-num-seqs (%lld)\n",

@@ -12,6 +12,8 @@
 #include <exception>
 #include <thread>
 
+#include "http/cors.h"
+
 namespace th::http {
 namespace {
 
@@ -322,6 +324,13 @@ void HttpEventLoop::dispatch(Connection& c, HttpRequest request) {
   c.close_after_response = !keep_alive;
   c.exchange = std::make_shared<ResponseExchange>(mailbox_, c.id, request.id, request.version_minor, keep_alive);
   ResponseWriter writer(c.exchange);
+  if (std::optional<std::string> origin = cors_allowed_origin(options_.cors_origins, request)) {
+    if (is_cors_preflight(request)) {
+      writer.send(cors_preflight_response(*origin));
+      return;
+    }
+    c.exchange->add_headers(cors_headers(*origin));
+  }
   const HttpRouter::Match match = router_.find(request.method, request.path);
   if (!match.handler) {
     HttpResponse r = match.status == 404

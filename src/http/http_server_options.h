@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "http/http_request_parser.h"
 
@@ -40,6 +41,9 @@ struct HttpServerOptions {
   // Bytes a response may have waiting for a client that does not read; over
   // it the connection closes. A token stream is ~100 bytes an event.
   size_t max_write_buffer_bytes = 8u << 20;
+  // Origins whose browser requests get CORS headers ("*": all); empty: CORS off, OPTIONS
+  // is routed like any method (405 where no route takes it).
+  std::vector<std::string> cors_origins;
 };
 
 /// @brief A snapshot of the server's counters.

@@ -30,7 +30,13 @@ bool ResponseExchange::append_head_locked(int status, const std::vector<HttpHead
   // it, but says it will close.
   const bool keep_alive = keep_alive_ && !mailbox_->draining() && framing != BodyFraming::kUntilClose;
   close_after_ = !keep_alive;
-  outbox_ += serialize_head(status, headers, framing, length, keep_alive, version_minor_, request_id_);
+  if (extra_headers_.empty()) {
+    outbox_ += serialize_head(status, headers, framing, length, keep_alive, version_minor_, request_id_);
+  } else {
+    std::vector<HttpHeader> all = headers;
+    all.insert(all.end(), extra_headers_.begin(), extra_headers_.end());
+    outbox_ += serialize_head(status, all, framing, length, keep_alive, version_minor_, request_id_);
+  }
   return true;
 }
 

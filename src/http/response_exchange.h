@@ -58,6 +58,9 @@ class ResponseExchange : public std::enable_shared_from_this<ResponseExchange> {
   void mark_closed();
   void set_unsent(size_t n) { unsent_.store(n, std::memory_order_relaxed); }
   uint64_t connection_id() const { return connection_id_; }
+  /// @brief Headers every response head of this exchange carries besides its own (CORS);
+  /// set on the loop before the handler runs.
+  void add_headers(std::vector<HttpHeader> headers) { extra_headers_ = std::move(headers); }
 
  private:
   enum class Phase { kNone, kStreaming, kDone };
@@ -79,6 +82,7 @@ class ResponseExchange : public std::enable_shared_from_this<ResponseExchange> {
   bool scheduled_ = false;
   bool close_after_ = false;
   std::string outbox_;
+  std::vector<HttpHeader> extra_headers_;
   std::function<void()> on_close_;
   std::atomic<size_t> unsent_{0};
 };

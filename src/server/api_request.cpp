@@ -8,7 +8,10 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
+
+#include "server/request_fields.h"
 
 namespace th::server {
 namespace {
@@ -251,6 +254,7 @@ class RequestReader {
 
   /// @brief The field, or null when it is absent or null (null means absent).
   Json* field(std::string_view name) {
+    asked_.insert(name);
     auto it = fields_.find(name);
     if (it == fields_.end() || it->second->is_null()) return nullptr;
     return it->second;
@@ -335,7 +339,7 @@ class RequestReader {
     const bool chat = endpoint_ == ApiEndpoint::ChatCompletions;
     return read_model(r) && (chat ? read_messages(r) : read_prompt(r)) && read_max_tokens(r) &&
            read_sampling(r) && read_stops(r) && read_choices(r) && read_logprobs(r) && read_extensions(r) &&
-           read_continuation(r) && read_unsupported(r);
+           read_continuation(r) && read_unsupported(r) && read_extras(r);
   }
 
  private:
@@ -655,9 +659,15 @@ class RequestReader {
     return true;
   }
 
+  bool read_extras(ApiRequest& r) {
+    if (std::optional<http::ApiError> e = read_request_extras(endpoint_, fields_, asked_, r, limits_)) error = std::move(e);
+    return !error;
+  }
+
   ApiEndpoint endpoint_;
   const ApiRequestLimits& limits_;
-  std::unordered_map<std::string_view, Json*> fields_;
+  RequestFields fields_;
+  std::unordered_set<std::string_view> asked_;  // names looked up: any other field is refused
 };
 
 }  // namespace

@@ -102,6 +102,7 @@ struct ApiRequest {
   bool echo = false;  // completions: the prompt is prepended to the text
   std::string user;
   bool ignore_eos = false;  // vLLM's extension
+  bool include_stop_str_in_output = false;  // vLLM's extension: the stop string ends the text
   // vLLM's extension: requests share prefix-cache blocks only with the same salt (within
   // their tenant, which stays the outer namespace). Empty when absent; an empty string is a 400.
   std::string cache_salt;
@@ -117,8 +118,8 @@ struct ApiRequest {
 /// @brief The request, or the 400 that says which field is wrong (param set).
 using ApiParseResult = std::variant<ApiRequest, http::ApiError>;
 
-/// @brief Parses and validates a request body for `endpoint`. Unknown fields
-/// are ignored (as OpenAI does) and null means absent; a known field of the
+/// @brief Parses and validates a request body for `endpoint`. A field that is
+/// not honoured is refused by name (request_fields.h) and null means absent; a known field of the
 /// wrong type or out of range, invalid JSON, invalid UTF-8, nesting deeper
 /// than limits.max_depth, or a missing required field is an error. The
 /// error's `param` is the field's path ("messages[2].content", "stop[1]"),

@@ -22,6 +22,7 @@
 #include "server/openai_format.h"
 #include "server/prompt_tokens.h"
 #include "server/serving_metrics.h"
+#include "server/tokenize_api.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -127,6 +128,7 @@ struct ApiService::Impl {
   // --- event-loop side
   void handle_generation(ApiEndpoint ep, const http::HttpRequest& r, http::ResponseWriter w);
   void handle_models(const http::HttpRequest& r, http::ResponseWriter w);
+  void handle_tokenize(bool detokenize, const http::HttpRequest& r, http::ResponseWriter w);
   bool check_ready(const http::HttpRequest& r, http::ResponseWriter& w);
   const ApiKey* authenticate(const http::HttpRequest& r, http::ResponseWriter& w);
   void reject(http::ResponseWriter& w, int status, http::ApiError e, std::string_view reason, const Requester& who,
@@ -241,6 +243,16 @@ void ApiService::Impl::handle_models(const http::HttpRequest& r, http::ResponseW
   w.send(ordered_json_response(200, model));
 }
 
+// Cheap and synchronous (no engine): answered on the event loop, after the same readiness
+// and key checks as generation.
+void ApiService::Impl::handle_tokenize(bool detokenize, const http::HttpRequest& r, http::ResponseWriter w) {
+  if (!check_ready(r, w) || (options.keys && !authenticate(r, w))) return;
+  const Engine* e = engine.load(std::memory_order_acquire);
+  const TokenizeContext ctx{tok, chat, e ? e->max_model_len() : 0, options.model_name, &options.limits};
+  TokenizeReply reply = detokenize ? detokenize_request(r.body, ctx) : tokenize_request(r.body, ctx);
+  w.send(reply.status == 200 ? ordered_json_response(200, reply.body) : http::error_response(reply.status, reply.error));
+}
+
 // ---------------------------------------------------------------------------
 // The responder thread.
 
@@ -343,7 +355,7 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
       // The prompt goes through the detokenizer first, so the continuation's first piece
       // keeps its leading space (it is dropped only right after BOS).
       for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
-      ch.stop.emplace(q.stop);
+      ch.stop.emplace(q.stop, q.include_stop_str_in_output);
       if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kMask) ch.pii_mask = std::make_unique<pii::StreamingRedactor>(*c.redactor);
       if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kPseudonymize)
         ch.pii_restore = std::make_unique<pii::StreamingRestorer>(*c.redactor);
@@ -578,8 +590,17 @@ ApiService::~ApiService() { stop(); }
 
 void ApiService::add_routes(http::HttpServer& server) {
   Impl* impl = impl_.get();
-  server.route("GET", "/health", [](const http::HttpRequest&, http::ResponseWriter w) {
-    w.send(ordered_json_response(200, json{{"status", "ok"}}));
+  // llama-server's /health: 503 while the model loads and while draining, so that a load
+  // balancer probing /health alone sends nothing to a cell that cannot serve it.
+  server.route("GET", "/health", [impl](const http::HttpRequest&, http::ResponseWriter w) {
+    const int s = impl->state.load(std::memory_order_acquire);
+    if (s == Impl::kReady) {
+      w.send(ordered_json_response(200, json{{"status", "ok"}}));
+      return;
+    }
+    http::HttpResponse r = ordered_json_response(503, json{{"status", s == Impl::kLoading ? "loading" : "draining"}});
+    http::set_retry_after(r, impl->options.retry_after);
+    w.send(std::move(r));
   });
   server.route("GET", "/ready", [impl](const http::HttpRequest&, http::ResponseWriter w) {
     const int s = impl->state.load(std::memory_order_acquire);
@@ -625,6 +646,8 @@ void ApiService::add_routes(http::HttpServer& server) {
   server.route("POST", "/v1/chat/completions", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     impl->handle_generation(ApiEndpoint::ChatCompletions, r, std::move(w));
   });
+  server.route("POST", "/tokenize", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_tokenize(false, r, std::move(w)); });
+  server.route("POST", "/detokenize", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_tokenize(true, r, std::move(w)); });
   server.route("POST", "/v1/generate", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     impl->handle_generation(ApiEndpoint::Generate, r, std::move(w));
   });

@@ -4,11 +4,23 @@
 
 namespace th::server {
 
+Status chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt, bool add_bos, const Tokenizer& tok,
+                   const ChatTemplate& chat, std::string* text, std::vector<int32_t>* ids) {
+  const VocabData& v = tok.vocab();
+  const std::string bos = v.bos >= 0 ? tok.token_to_piece(v.bos, true) : "";
+  const std::string eos = v.eos >= 0 ? tok.token_to_piece(v.eos, true) : "";
+  Result<std::string> rendered = chat.render_json(messages, add_generation_prompt, bos, eos);
+  if (!rendered.ok()) return Status::errorf("the chat template failed on these messages: ", rendered.message());
+  *ids = tok.encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
+  if (add_bos && v.add_bos && v.bos >= 0 && (ids->empty() || ids->front() != v.bos)) ids->insert(ids->begin(), v.bos);
+  *text = std::move(*rendered);
+  return ok_status();
+}
+
 Status tokenize_prompts(Call& c, const Tokenizer& tokenizer, const ChatTemplate& chat_template, std::string* param) {
   const Tokenizer* tok = &tokenizer;
   const ChatTemplate* chat = &chat_template;
   const ApiRequest& q = c.req;
-  const VocabData& v = tok->vocab();
   if (c.key && c.key->pii != PiiPolicy::Off) {
     pii::RedactPolicy policy;
     policy.mode = c.key->pii == PiiPolicy::Mask ? pii::RedactMode::kMask : pii::RedactMode::kPseudonymize;
@@ -28,14 +40,12 @@ Status tokenize_prompts(Call& c, const Tokenizer& tokenizer, const ChatTemplate&
   }
   if (q.endpoint == ApiEndpoint::ChatCompletions && !q.continuation) {
     *param = "messages";
-    const std::string bos = v.bos >= 0 ? tok->token_to_piece(v.bos, true) : "";
-    const std::string eos = v.eos >= 0 ? tok->token_to_piece(v.eos, true) : "";
-    Result<std::string> text = chat->render_json(q.messages, q.add_generation_prompt, bos, eos);
-    if (!text.ok()) return Status::errorf("the chat template failed on these messages: ", text.message());
-    std::vector<int32_t> ids = tok->encode(*text, /*add_special=*/false, /*parse_special=*/true);
-    if (v.add_bos && v.bos >= 0 && (ids.empty() || ids.front() != v.bos)) ids.insert(ids.begin(), v.bos);
+    std::string text;
+    std::vector<int32_t> ids;
+    if (Status s = chat_prompt(q.messages, q.add_generation_prompt, /*add_bos=*/true, *tok, *chat, &text, &ids); !s.ok())
+      return s;
     c.prompt_ids.push_back(std::move(ids));
-    c.prompt_texts.push_back(std::move(*text));
+    c.prompt_texts.push_back(std::move(text));
     return ok_status();
   }
   *param = "prompt";

@@ -4,7 +4,11 @@
 // text is redacted first, so personal data never reaches the model.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "server/api_call.h"
@@ -14,6 +18,11 @@ class ChatTemplate;
 }
 
 namespace th::server {
+
+/// @brief A chat's prompt: `messages` rendered by the template and tokenized (special
+/// tokens' text parsed), BOS put first when the vocabulary adds it and add_bos is set.
+Status chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt, bool add_bos, const Tokenizer& tok,
+                   const ChatTemplate& chat, std::string* text, std::vector<int32_t>* ids);
 
 /// @brief Fills c.prompt_ids and c.prompt_texts (one per prompt). On error, `param`
 /// names the request field at fault ("messages", "prompt", "continuation").

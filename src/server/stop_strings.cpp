@@ -4,7 +4,7 @@
 
 namespace th::server {
 
-StopStringFilter::StopStringFilter(std::vector<std::string> stops) {
+StopStringFilter::StopStringFilter(std::vector<std::string> stops, bool keep_stop) : keep_stop_(keep_stop) {
   for (std::string& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));
 }
@@ -14,11 +14,17 @@ std::string StopStringFilter::push(std::string_view text) {
   held_.append(text);
   // Everything before held_ was released because no stop string could start there, so a
   // stop string, if any, starts inside held_: the earliest one wins.
-  size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  size_t first = std::string::npos, end = 0;
+  for (const std::string& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at == std::string::npos) continue;
+    // The earliest wins; of two starting there, the longer (it completed in this push too).
+    if (at < first || (at == first && at + s.size() > end)) end = at + s.size();
+    first = std::min(first, at);
+  }
   if (first != std::string::npos) {
     stopped_ = true;
-    std::string out = held_.substr(0, first);
+    std::string out = held_.substr(0, keep_stop_ ? end : first);
     held_.clear();
     return out;
   }

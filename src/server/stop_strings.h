@@ -13,7 +13,8 @@ namespace th::server {
 class StopStringFilter {
  public:
   /// @brief Empty strings in `stops` are ignored; no stops: everything passes at once.
-  explicit StopStringFilter(std::vector<std::string> stops);
+  /// `keep_stop` (vLLM's include_stop_str_in_output): the text ends with the stop string.
+  explicit StopStringFilter(std::vector<std::string> stops, bool keep_stop = false);
 
   /// @brief Appends `text`; returns the text that is now certain to be output (maybe empty).
   /// Once a stop string has completed, returns the text before it and nothing ever after.
@@ -28,6 +29,7 @@ class StopStringFilter {
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  bool keep_stop_ = false;
 };
 
 }  // namespace th::server

@@ -762,7 +762,9 @@ TEST(ServeLimits, NotReadyIs503) {
   server::ApiService api(server::ApiServiceOptions{});
   api.add_routes(http);
   ASSERT_TRUE(http.start().ok());
-  EXPECT_EQ(request(http.port(), "GET", "/health").status, 200);
+  HttpReply health = request(http.port(), "GET", "/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(json::parse(health.body)["status"], "loading");
   HttpReply ready = request(http.port(), "GET", "/ready");
   EXPECT_EQ(ready.status, 503);
   EXPECT_EQ(json::parse(ready.body)["status"], "loading");
@@ -771,6 +773,7 @@ TEST(ServeLimits, NotReadyIs503) {
   EXPECT_FALSE(r.header("retry-after").empty());
   api.drain();
   EXPECT_EQ(json::parse(request(http.port(), "GET", "/ready").body)["status"], "draining");
+  EXPECT_EQ(request(http.port(), "GET", "/health").status, 503);
   http.shutdown(std::chrono::seconds(5));
   api.stop();
 }

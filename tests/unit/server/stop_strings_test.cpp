@@ -86,3 +86,21 @@ TEST(StopStringFilter, MatchesPlainSearchOnRandomSplits) {
 
 }  // namespace
 }  // namespace th::server
+
+namespace th::server {
+namespace {
+
+// vLLM's include_stop_str_in_output: the text ends with the (earliest) stop string.
+TEST(StopStringFilter, KeepStopEndsTheTextWithTheStopString) {
+  StopStringFilter f({"END", "NE"}, /*keep_stop=*/true);
+  std::string out = f.push("abcE");
+  out += f.push("NDdef");
+  out += f.flush();
+  EXPECT_EQ(out, "abcEND");
+  EXPECT_TRUE(f.stopped());
+  StopStringFilter g({"xy"}, true);
+  EXPECT_EQ(g.push("1xy2xy"), "1xy");
+}
+
+}  // namespace
+}  // namespace th::server

@@ -1,0 +1,108 @@
+#include "server/request_fields.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace th::server {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+http::ApiError refuse(std::string_view name, std::string_view why) {
+  return http::ApiError{cat(name, " ", why), "", std::string(name), std::nullopt};
+}
+
+const Json* present(const RequestFields& fields, std::string_view name) {
+  auto it = fields.find(name);
+  return it == fields.end() || it->second->is_null() ? nullptr : it->second;
+}
+
+// Fields whose meaning is not implemented, with why; their "off" values (null, absent,
+// and for objects {}) pass.
+struct NotImplemented {
+  std::string_view name;
+  std::string_view why;
+};
+constexpr NotImplemented kNotImplemented[] = {
+    {"chat_template_kwargs", "is not supported: the chat template takes no extra arguments"},
+    {"prompt_logprobs", "is not supported (no prompt logprobs)"},
+    {"json_schema", "is not supported (no structured output)"},
+    {"grammar", "is not supported (no grammar-constrained output)"},
+    {"min_tokens", "is not supported except 0: the engine has no minimum length (use ignore_eos)"},
+};
+
+std::string_view path_of(ApiEndpoint e) {
+  switch (e) {
+    case ApiEndpoint::Completions: return "/v1/completions";
+    case ApiEndpoint::ChatCompletions: return "/v1/chat/completions";
+    case ApiEndpoint::Generate: return "/v1/generate";
+  }
+  return "this endpoint";
+}
+
+std::optional<http::ApiError> read_bool(const RequestFields& fields, std::string_view name, bool* out) {
+  const Json* v = present(fields, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return refuse(name, "must be true or false");
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const RequestFields& fields,
+                                                  const std::unordered_set<std::string_view>& asked, ApiRequest& r,
+                                                  const ApiRequestLimits& limits) {
+  // llama-server's max_tokens; -1 there means "until the context is full", as no max_tokens here.
+  if (const Json* v = present(fields, "n_predict")) {
+    if (!v->is_number_integer() || v->get<int64_t>() == 0 || v->get<int64_t>() < -1 || v->get<int64_t>() > limits.max_tokens)
+      return refuse("n_predict", cat("must be -1 (no limit) or an integer from 1 to ", limits.max_tokens));
+    const int64_t n = v->get<int64_t>();
+    if (r.max_tokens != -1 && n != r.max_tokens)
+      return refuse("n_predict", cat("is ", n, " but max_tokens is ", r.max_tokens, ": give one of them, or the same value"));
+    if (n > 0) r.max_tokens = n;
+  }
+  if (auto e = read_bool(fields, "include_stop_str_in_output", &r.include_stop_str_in_output)) return e;
+  // The text leaves special tokens out (vLLM's default, true); rendering them is not implemented.
+  bool skip_special = true;
+  if (auto e = read_bool(fields, "skip_special_tokens", &skip_special)) return e;
+  if (!skip_special) return refuse("skip_special_tokens", "is not supported except true: special tokens are left out of the text");
+  for (const NotImplemented& n : kNotImplemented) {
+    const Json* v = present(fields, n.name);
+    if (!v) continue;
+    const bool off = (v->is_object() && v->empty()) || (n.name == "min_tokens" && v->is_number_integer() && *v == 0) ||
+                     (n.name == "prompt_logprobs" && v->is_boolean() && !v->get<bool>());
+    if (!off) return refuse(n.name, n.why);
+  }
+  // OpenAI's fields that change nothing here at the values clients send by default.
+  if (const Json* v = present(fields, "parallel_tool_calls"); v && !v->is_boolean())
+    return refuse("parallel_tool_calls", "must be true or false");  // without tools, nothing to run in parallel
+  if (const Json* v = present(fields, "store"); v && !(v->is_boolean() && !v->get<bool>()))
+    return refuse("store", "is not supported except false: nothing is stored");
+  if (const Json* v = present(fields, "metadata"); v && !(v->is_object() && v->empty()))
+    return refuse("metadata", "is not supported: it belongs to stored completions, and nothing is stored");
+  if (const Json* v = present(fields, "service_tier"); v && !(v->is_string() && (*v == "auto" || *v == "default")))
+    return refuse("service_tier", "is not supported except \"auto\" or \"default\": there is one tier");
+  static constexpr std::string_view kRead[] = {"n_predict", "include_stop_str_in_output", "skip_special_tokens",
+                                               "parallel_tool_calls", "store", "metadata", "service_tier"};
+  std::vector<std::string_view> unknown;
+  for (const auto& [name, value] : fields) {
+    if (value->is_null() || asked.count(name)) continue;  // null means absent
+    bool known = false;
+    for (std::string_view k : kRead) known = known || k == name;
+    for (const NotImplemented& n : kNotImplemented) known = known || n.name == name;
+    if (!known) unknown.push_back(name);
+  }
+  if (unknown.empty()) return std::nullopt;
+  // Sorted, so that the field named does not depend on hashing; the first few are listed.
+  std::sort(unknown.begin(), unknown.end());
+  std::string also;
+  for (size_t i = 1; i < unknown.size() && i < 4; ++i) also += cat(i == 1 ? " (also " : ", ", unknown[i]);
+  if (!also.empty()) also += unknown.size() > 4 ? ", ...)" : ")";
+  return refuse(unknown[0], cat("is not a field of ", path_of(endpoint), " here", also,
+                                ": it would be ignored, so it is refused"));
+}
+
+}  // namespace th::server

@@ -13,7 +13,7 @@
 
 namespace {
 
-using namespace th::server;
+using namespace th;
 
 [[noreturn]] void die(const char* what) {
   std::fprintf(stderr, "audit_log_fuzz: %s\n", what);

@@ -31,7 +31,6 @@ inline audit::AuditLogId audit_fuzz_log_id() {
 /// (and at the end); role kCheckpointCopy gives the copy (checkpoints only).
 inline std::vector<uint8_t> build_audit_log(uint64_t n, uint64_t every,
                                             audit::AuditFileRole role = audit::AuditFileRole::kLog) {
-  using namespace th::server;
   std::vector<uint8_t> out(audit::kAuditMagic.begin(), audit::kAuditMagic.end());
   auto put = [&](audit::AuditRecordType t, const std::vector<uint8_t>& payload) {
     const std::vector<uint8_t> rec = audit::frame_record(t, payload);

@@ -16,7 +16,7 @@
 
 namespace {
 
-using namespace th::server;
+using namespace th;
 
 [[noreturn]] void die(const char* what) {
   std::fprintf(stderr, "pii_fuzz: %s\n", what);

@@ -10,6 +10,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <chrono>
 #include <optional>
@@ -169,5 +171,20 @@ class TestConnection {
   bool eof_ = false;
   std::string buf_;
 };
+
+/// @brief One request on a new connection (60 s limit): a JSON body gets its Content-Type and
+/// Content-Length; a failed send or no response is a test failure and an empty reply.
+inline HttpReply request(int port, const std::string& method, const std::string& path, const std::string& body = "",
+                  const std::string& extra_headers = "") {
+  TestConnection c(port, std::chrono::seconds(60));
+  std::string req = method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers;
+  if (!body.empty() || method == "POST")
+    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
+  EXPECT_TRUE(c.send(req));
+  std::optional<HttpReply> r = c.read_response();
+  EXPECT_TRUE(r.has_value()) << method << " " << path;
+  return r.value_or(HttpReply{});
+}
 
 }  // namespace th::test

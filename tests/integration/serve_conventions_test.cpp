@@ -35,23 +35,11 @@ namespace {
 
 using json = nlohmann::json;
 using test::HttpReply;
+using test::request;
 using test::ServeProcess;
 using test::TestConnection;
 
 std::string stories() { return test::shared_path("models/stories260K.gguf"); }
-
-HttpReply request(int port, const std::string& method, const std::string& path, const std::string& body = "",
-                  const std::string& extra_headers = "") {
-  TestConnection c(port, std::chrono::seconds(60));
-  std::string req = method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers;
-  if (!body.empty() || method == "POST")
-    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-  req += "\r\n" + body;
-  EXPECT_TRUE(c.send(req));
-  std::optional<HttpReply> r = c.read_response();
-  EXPECT_TRUE(r.has_value()) << method << " " << path;
-  return r.value_or(HttpReply{});
-}
 
 // /health as llama-server's: 200 while serving, 503 while draining (and while loading:
 // ServeLimits.NotReadyIs503 holds an ApiService that has no model yet).

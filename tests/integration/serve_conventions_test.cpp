@@ -108,21 +108,13 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-// Flags from TOKENHIVE_* variables; the command line wins (TOKENHIVE_MAX_NUM_SEQS=0 is out of
-// range: taken, it would stop serve with exit 2), and --help names the variables.
-TEST(ServeConventions, FlagsFromTheEnvironmentAndTheCommandLineWins) {
-  const int port = free_port();
-  ASSERT_GT(port, 0);
+// Starts `argv` with this environment less its TOKENHIVE_* variables plus `extra`, stdout and
+// stderr to `log_path`; the child's pid, or -1.
+pid_t spawn_with_env(std::vector<std::string> argv, std::vector<std::string> extra, const std::string& log_path) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     if (std::string(*e).rfind("TOKENHIVE_", 0) != 0) env.emplace_back(*e);
-  env.push_back("TOKENHIVE_PORT=" + std::to_string(port));
-  env.push_back("TOKENHIVE_HOST=127.0.0.1");
-  env.push_back("TOKENHIVE_SERVED_MODEL_NAME=from-the-env");
-  env.push_back("TOKENHIVE_KV_CACHE_MIB=64");
-  env.push_back("TOKENHIVE_MAX_NUM_SEQS=0");
-  std::vector<std::string> argv = {test::binary_path(), "serve", "-m", stories(), "-t", "1", "--max-num-seqs", "4"};
-  const std::string log_path = test::temp_path("serve_env.log");
+  env.insert(env.end(), extra.begin(), extra.end());
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -134,8 +126,23 @@ TEST(ServeConventions, FlagsFromTheEnvironmentAndTheCommandLineWins) {
   for (std::string& e : env) cenv.push_back(e.data());
   cenv.push_back(nullptr);
   pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data()), 0);
+  const int rc = posix_spawn(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+// Flags from TOKENHIVE_* variables; the command line wins (TOKENHIVE_MAX_NUM_SEQS=0 is out of
+// range: taken, it would stop serve with exit 2), and --help names the variables.
+TEST(ServeConventions, FlagsFromTheEnvironmentAndTheCommandLineWins) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string log_path = test::temp_path("serve_env.log");
+  const pid_t pid = spawn_with_env({test::binary_path(), "serve", "-m", stories(), "-t", "1", "--max-num-seqs", "4"},
+                                   {"TOKENHIVE_PORT=" + std::to_string(port), "TOKENHIVE_HOST=127.0.0.1",
+                                    "TOKENHIVE_SERVED_MODEL_NAME=from-the-env", "TOKENHIVE_KV_CACHE_MIB=64",
+                                    "TOKENHIVE_MAX_NUM_SEQS=0"},
+                                   log_path);
+  ASSERT_GT(pid, 0);
   bool ready = false;
   for (int i = 0; i < 3000 && !ready; ++i) {
     ready = test::slurp(log_path).find("tokenhive serve: ready") != std::string::npos;
@@ -164,6 +171,35 @@ TEST(ServeConventions, FlagsFromTheEnvironmentAndTheCommandLineWins) {
   EXPECT_EQ(help.exit_code, 0);
   for (const char* name : {"TOKENHIVE_PORT", "TOKENHIVE_KV_CACHE_MIB", "TOKENHIVE_SERVED_MODEL_NAME", "TOKENHIVE_PIN"})
     EXPECT_NE(help.out.find(name), std::string::npos) << name << " not in --help";
+}
+
+// The router reads its flags from the same TOKENHIVE_* variables (one helper, cli/flag_env.h).
+TEST(ServeConventions, RouterFlagsFromTheEnvironment) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string log_path = test::temp_path("router_env.log");
+  const pid_t pid = spawn_with_env({test::binary_path(), "router"},
+                                   {"TOKENHIVE_PORT=" + std::to_string(port), "TOKENHIVE_HOST=127.0.0.1",
+                                    "TOKENHIVE_CELL=http://127.0.0.1:9"},
+                                   log_path);
+  ASSERT_GT(pid, 0);
+  bool listed = false;
+  for (int i = 0; i < 500 && !listed; ++i) {
+    test::TestConnection probe(port, std::chrono::seconds(1));
+    if (probe.send("GET /admin/cells HTTP/1.1\r\nHost: x\r\n\r\n")) {
+      std::optional<HttpReply> r = probe.read_response();
+      listed = r && r->status == 200 && r->body.find("127.0.0.1:9") != std::string::npos;
+    }
+    if (!listed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(listed) << test::slurp(log_path);
+  ::unlink(log_path.c_str());
+  test::ProcessResult help = test::run_process({test::binary_path(), "router", "--help"}, 30);
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* name : {"TOKENHIVE_PORT", "TOKENHIVE_CELL", "TOKENHIVE_POLICY"})
+    EXPECT_NE(help.out.find(name), std::string::npos) << name;
 }
 
 // --cors-origins: an allowed Origin gets its CORS headers on every response (streams and

@@ -617,8 +617,8 @@ TEST(RouterHardening, ACellThatAnswersBadlyFailsAndTheRequestEndsOnARealCell) {
     }
     EXPECT_EQ(fake.hits(), 3);  // each request tried the fake first, and it failed each
     EXPECT_GE(metric_value(*rc, "tokenhive_router_invalid_answers_total"), 3.0);
-    for (const json& c : get_json(*rc, "/admin/cells")["cells"])
-      EXPECT_EQ(c["invalid_answers"], c["url"] == fake.url() ? 3 : 0) << c.dump();
+    const json cells = get_json(*rc, "/admin/cells");  // named: a range-for over a temporary's member dangles
+    for (const json& c : cells["cells"]) EXPECT_EQ(c["invalid_answers"], c["url"] == fake.url() ? 3 : 0) << c.dump();
     EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();
   }
 }

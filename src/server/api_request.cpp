@@ -22,22 +22,6 @@ using Json = nlohmann::ordered_json;
 // this many bytes, so that a message stays short and one line.
 constexpr size_t kMaxEchoBytes = 64;
 
-/// @brief `s` fit for a one-line message: control bytes become '?', and a
-/// long one is cut (at a UTF-8 character boundary) and marked with "...".
-std::string one_line(std::string_view s) {
-  std::string out;
-  size_t end = s.size();
-  if (end > kMaxEchoBytes) {
-    end = kMaxEchoBytes;
-    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
-  }
-  for (size_t i = 0; i < end; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    out += (c < 0x20 || c == 0x7F) ? '?' : static_cast<char>(c);
-  }
-  if (end < s.size()) out += "...";
-  return out;
-}
 
 /// @brief Builds the body's DOM from nlohmann's SAX events, with two guards
 /// the stock DOM parser lacks: nesting deeper than `max_depth` stops the
@@ -671,6 +655,21 @@ class RequestReader {
 };
 
 }  // namespace
+
+std::string one_line(std::string_view s) {
+  std::string out;
+  size_t end = s.size();
+  if (end > kMaxEchoBytes) {
+    end = kMaxEchoBytes;
+    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  }
+  for (size_t i = 0; i < end; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    out += (c < 0x20 || c == 0x7F) ? '?' : static_cast<char>(c);
+  }
+  if (end < s.size()) out += "...";
+  return out;
+}
 
 ApiParseResult parse_api_request(ApiEndpoint endpoint, std::string_view body, const ApiRequestLimits& limits) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)

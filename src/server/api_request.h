@@ -118,6 +118,10 @@ struct ApiRequest {
 /// @brief The request, or the 400 that says which field is wrong (param set).
 using ApiParseResult = std::variant<ApiRequest, http::ApiError>;
 
+/// @brief Text from a body (a key, a value) fit for a one-line error message: control bytes
+/// become '?', and more than 64 bytes are cut at a UTF-8 character boundary, marked "...".
+std::string one_line(std::string_view s);
+
 /// @brief Parses and validates a request body for `endpoint`. A field that is
 /// not honoured is refused by name (request_fields.h) and null means absent; a known field of the
 /// wrong type or out of range, invalid JSON, invalid UTF-8, nesting deeper

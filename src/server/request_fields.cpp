@@ -99,9 +99,9 @@ std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const Re
   // Sorted, so that the field named does not depend on hashing; the first few are listed.
   std::sort(unknown.begin(), unknown.end());
   std::string also;
-  for (size_t i = 1; i < unknown.size() && i < 4; ++i) also += cat(i == 1 ? " (also " : ", ", unknown[i]);
+  for (size_t i = 1; i < unknown.size() && i < 4; ++i) also += cat(i == 1 ? " (also " : ", ", one_line(unknown[i]));
   if (!also.empty()) also += unknown.size() > 4 ? ", ...)" : ")";
-  return refuse(unknown[0], cat("is not a field of ", path_of(endpoint), " here", also,
+  return refuse(one_line(unknown[0]), cat("is not a field of ", path_of(endpoint), " here", also,
                                 ": it would be ignored, so it is refused"));
 }
 

@@ -130,6 +130,18 @@ TEST(RequestFields, NPredictIsMaxTokens) {
   EXPECT_EQ(max_tokens(R"({"prompt":"x","n_predict":"7"})"), -2);
 }
 
+// An unknown field's name is echoed one line long: control bytes become '?', long names are cut
+// (the fuzz target found a DEL byte in a name going into the message as it was).
+TEST(RequestFields, AnUnknownNameIsEchoedOnOneLine) {
+  const std::string body = std::string(R"({"prompt":"x","ab\u007fc\nd":1,")") + std::string(200, 'z') + R"(":2})";
+  ApiParseResult r = parse_api_request(ApiEndpoint::Completions, body);
+  ASSERT_TRUE(std::holds_alternative<http::ApiError>(r));
+  const http::ApiError& e = std::get<http::ApiError>(r);
+  for (char c : e.message) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7F) << e.message;
+  EXPECT_EQ(e.param, "ab?c?d");
+  EXPECT_NE(e.message.find("zzz..."), std::string::npos) << e.message;
+  EXPECT_LT(e.message.size(), 200u) << e.message;
+}
 TEST(RequestFields, OffValuesOfTheRefusedPass) {
   for (const char* body : {R"({"prompt":"x","min_tokens":0})", R"({"prompt":"x","chat_template_kwargs":{}})",
                            R"({"prompt":"x","prompt_logprobs":null})", R"({"prompt":"x","include_stop_str_in_output":false})"}) {

@@ -26,18 +26,22 @@ bool is_blank(char c) { return c == ' ' || c == '\t'; }
 
 }  // namespace
 
+std::optional<std::string_view> bearer_credentials(std::string_view value) {
+  while (!value.empty() && is_blank(value.front())) value.remove_prefix(1);
+  while (!value.empty() && is_blank(value.back())) value.remove_suffix(1);
+  size_t sp = 0;
+  while (sp < value.size() && !is_blank(value[sp])) ++sp;
+  if (!iequals_lower(value.substr(0, sp), "bearer")) return std::nullopt;  // the scheme is no secret
+  std::string_view credentials = value.substr(sp);
+  while (!credentials.empty() && is_blank(credentials.front())) credentials.remove_prefix(1);
+  return credentials;
+}
+
 bool bearer_matches(std::optional<std::string_view> authorization, std::string_view token) {
   if (!authorization || token.empty()) return false;
-  // The value as ApiKeyStore::authenticate reads it (RFC 9110: the scheme in any case,
-  // blanks around the parts). The scheme is no secret: a plain comparison.
-  std::string_view v = *authorization;
-  while (!v.empty() && is_blank(v.front())) v.remove_prefix(1);
-  while (!v.empty() && is_blank(v.back())) v.remove_suffix(1);
-  size_t sp = 0;
-  while (sp < v.size() && !is_blank(v[sp])) ++sp;
-  if (!iequals_lower(v.substr(0, sp), "bearer")) return false;
-  std::string_view presented = v.substr(sp);
-  while (!presented.empty() && is_blank(presented.front())) presented.remove_prefix(1);
+  const std::optional<std::string_view> credentials = bearer_credentials(*authorization);
+  if (!credentials) return false;
+  const std::string_view presented = *credentials;
   // The token's bytes against the presented ones copied into a buffer of the token's
   // length (cut or zero-padded), the length difference folded into the same accumulator:
   // no exit before every byte is compared, whatever the presented length.

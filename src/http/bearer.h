@@ -20,6 +20,10 @@ inline uint64_t constant_time_is_zero(uint64_t x) { return (x - 1) >> 63; }
 /// depends only on `n`: true when equal.
 bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t n);
 
+/// @brief The credentials of an Authorization value whose scheme is Bearer (RFC 9110: the
+/// scheme in any case, blanks around the parts), possibly empty; nullopt for another scheme.
+std::optional<std::string_view> bearer_credentials(std::string_view value);
+
 /// @brief True when `authorization` (the header's value, if any) is "Bearer <token>":
 /// the scheme in any case, blanks around the scheme and the token allowed (as
 /// ApiKeyStore::authenticate reads a key). The token is compared in time that depends

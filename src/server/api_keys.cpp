@@ -202,15 +202,9 @@ const ApiKey* ApiKeyStore::find_key(std::string_view presented) const {
 }
 
 const ApiKey* ApiKeyStore::authenticate(std::string_view value) const {
-  while (!value.empty() && is_blank(value.front())) value.remove_prefix(1);
-  while (!value.empty() && is_blank(value.back())) value.remove_suffix(1);
-  size_t sp = 0;
-  while (sp < value.size() && !is_blank(value[sp])) ++sp;
-  if (!http::iequals_lower(value.substr(0, sp), "bearer")) return nullptr;
-  std::string_view key = value.substr(sp);
-  while (!key.empty() && is_blank(key.front())) key.remove_prefix(1);
-  if (key.empty()) return nullptr;
-  return find_key(key);
+  const std::optional<std::string_view> key = http::bearer_credentials(value);
+  if (!key || key->empty()) return nullptr;
+  return find_key(*key);
 }
 
 }  // namespace th::server

@@ -296,7 +296,7 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
   std::shared_ptr<Impl> impl = impl_;
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const ApiPrompt& in = q.inputs[i];
-    const std::string param = q.inputs.size() == 1 && in.is_tokens ? "input" : cat("input[", i, "]");
+    const std::string param = q.inputs.size() == 1 ? std::string("input") : cat("input[", i, "]");
     GenerateRequest g;
     g.prompt = in.is_tokens ? in.tokens : impl_->tok->encode(in.text, /*add_special=*/true, /*parse_special=*/true);
     for (int32_t id : g.prompt)

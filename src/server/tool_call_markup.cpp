@@ -60,8 +60,8 @@ bool read_tool_call(const nlohmann::ordered_json& obj, const std::vector<std::st
     auto a = obj.find(key);
     if (a == obj.end()) continue;
     if (a->is_object()) arguments = a->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    else if (a->is_string()) arguments = a->get<std::string>();
-    else return false;
+    else if (a->is_string() && parse_tool_json(a->get_ref<const std::string&>()).is_object()) arguments = a->get<std::string>();
+    else return false;  // what a client could not read back as an object
     break;
   }
   out->name = n;

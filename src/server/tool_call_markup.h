@@ -31,8 +31,9 @@ inline constexpr int kMaxToolJsonDepth = 64;
 /// @brief The JSON value s[from, to) parsed, or a discarded value when it does not parse.
 nlohmann::ordered_json parse_tool_json(std::string_view s);
 
-/// @brief A call from {"name": ..., <one of argument_keys>: {...} or "..."}: the name must be
-/// one of `functions`; absent arguments are "{}". False (and *out untouched) otherwise.
+/// @brief A call from {"name": ..., <one of argument_keys>: {...} or a string holding an
+/// object}: the name must be one of `functions`; absent arguments are "{}". False (and *out
+/// untouched) otherwise.
 bool read_tool_call(const nlohmann::ordered_json& obj, const std::vector<std::string>& functions,
                     std::initializer_list<const char*> argument_keys, ToolCall* out);
 

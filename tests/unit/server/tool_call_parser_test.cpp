@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
+#include <random>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 
@@ -87,6 +91,8 @@ TEST(HermesToolParser, MalformedIsContent) {
   check(ToolCallFormat::Hermes, "a <tool_call> b", "a <tool_call> b", {});
   check(ToolCallFormat::Hermes, "<tool_call>{\"name\": \"get_time\", \"argu", "<tool_call>{\"name\": \"get_time\", \"argu", {});
   check(ToolCallFormat::Hermes, "<tool_call>{\"name\": 5}", "<tool_call>{\"name\": 5}", {});
+  check(ToolCallFormat::Hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": \"now\"}",
+        "<tool_call>{\"name\": \"get_time\", \"arguments\": \"now\"}", {});
   check(ToolCallFormat::Hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": 7}", "<tool_call>{\"name\": \"get_time\", \"arguments\": 7}", {});
   // A malformed block, then a good one: only the good one is a call.
   check(ToolCallFormat::Hermes, "<tool_call>oops <tool_call>{\"name\": \"get_time\"}</tool_call> done",
@@ -136,6 +142,45 @@ TEST(MistralToolParser, CallsAndMalformed) {
         "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"x\"}]", {});
   check(ToolCallFormat::Mistral, "[TOOL_CALLS]get_time[ARGS]{}", "[TOOL_CALLS]get_time[ARGS]{}", {});
   check(ToolCallFormat::Mistral, "[TOOL_CALLS][{\"name\": \"get_time\"", "[TOOL_CALLS][{\"name\": \"get_time\"", {});
+}
+
+// Random outputs made of the formats' pieces (markers, halves of them, JSON fragments,
+// text): whatever the text, streaming it in random pieces gives what parsing it whole does,
+// and every call has a known name and JSON arguments.
+TEST(ToolCallParsers, RandomOutputsStreamAsTheyParseWhole) {
+  static const char* const kPieces[] = {
+      "<tool_call>", "</tool_call>", "<tool", "_call>", "[TOOL_CALLS]", "<|python_tag|>", "{", "}", "[", "]", ",", ";",
+      "\"name\"", ": ", "\"get_time\"", "\"get_weather\"", "\"nope\"", "\"arguments\"", "\"parameters\"", "{}",
+      "{\"city\": \"Oslo\"}", "\"now\"", "\"{}\"", "\"", "\\", " ", "\n", "text", "é", "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]", "{\"name\": \"get_time\", \"arguments\": {}}"};
+  std::mt19937 rng(19);
+  for (ToolCallFormat f : {ToolCallFormat::Hermes, ToolCallFormat::Llama3, ToolCallFormat::Mistral}) {
+    size_t calls = 0;
+    for (int n = 0; n < 1500; ++n) {
+      std::string text;
+      for (int k = 0, len = static_cast<int>(rng() % 24); k < len; ++k) text += kPieces[rng() % std::size(kPieces)];
+      const ToolParseStep want = whole(f, text);
+      calls += want.calls.size();
+      for (const ToolCall& c : want.calls) {
+        EXPECT_TRUE(c.name == "get_time" || c.name == "get_weather") << text;
+        EXPECT_FALSE(nlohmann::json::parse(c.arguments, nullptr, false).is_discarded()) << text;
+      }
+      auto p = make_tool_call_parser(f, kFunctions);
+      ToolParseStep got;
+      for (size_t at = 0; at < text.size();) {
+        const size_t n_bytes = std::min<size_t>(text.size() - at, 1 + rng() % 7);
+        ToolParseStep s = p->push(std::string_view(text).substr(at, n_bytes));
+        got.content += s.content;
+        for (ToolCall& c : s.calls) got.calls.push_back(c);
+        at += n_bytes;
+      }
+      ToolParseStep e = p->finish();
+      got.content += e.content;
+      for (ToolCall& c : e.calls) got.calls.push_back(c);
+      ASSERT_EQ(got.content, want.content) << text;
+      ASSERT_EQ(got.calls, want.calls) << text;
+    }
+    EXPECT_GT(calls, 10u) << tool_call_format_name(f) << ": the random outputs hold too few calls to test anything";
+  }
 }
 
 TEST(ToolCallFormat, DetectedFromRealTemplates) {

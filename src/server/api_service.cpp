@@ -663,7 +663,8 @@ void ApiService::attach(Engine& engine, const Tokenizer& tokenizer, const ChatTe
   impl_->tool_format = detect_tool_call_format(chat_template.source());
   impl_->tool_markers = tool_marker_ids(impl_->tool_format, tokenizer);
   impl_->embeddings = std::make_unique<EmbeddingService>(engine, tokenizer, pooling, engine.hidden_size(),
-                                                         impl_->options.model_name, impl_->options.limits);
+                                                         impl_->options.model_name, impl_->options.limits,
+                                                         impl_->options.max_pending);
   impl_->state.store(Impl::kReady, std::memory_order_release);
 }
 
@@ -688,6 +689,8 @@ void ApiService::stop() {
 
 bool ApiService::ready() const { return impl_->state.load(std::memory_order_acquire) == Impl::kReady; }
 
-int64_t ApiService::in_flight() const { return impl_->in_flight.load(); }
+int64_t ApiService::in_flight() const {
+  return impl_->in_flight.load() + (impl_->embeddings ? impl_->embeddings->in_flight() : 0);
+}
 
 }  // namespace th::server

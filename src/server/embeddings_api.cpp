@@ -181,6 +181,9 @@ struct EmbeddingService::Impl {
 
   Engine* engine;
   const Tokenizer* tok;
+  int64_t max_pending = 0;
+  std::atomic<int64_t> pending{0};    // inputs in the engine
+  std::atomic<int64_t> in_flight{0};  // requests not yet answered
   Pooling pooling;
   int64_t hidden_size;
   std::string model_name;
@@ -216,8 +219,13 @@ struct EmbeddingService::Impl {
       for (auto it = jobs.begin(); it != jobs.end();) {
         Job& j = **it;
         if (!j.gone) collect(j);
-        if (j.gone || j.done == j.streams.size()) it = jobs.erase(it);
-        else ++it;
+        if (j.gone || j.done == j.streams.size()) {
+          pending.fetch_sub(static_cast<int64_t>(j.streams.size()));
+          in_flight.fetch_sub(1);
+          it = jobs.erase(it);
+        } else {
+          ++it;
+        }
       }
     }
   }
@@ -246,8 +254,9 @@ struct EmbeddingService::Impl {
 };
 
 EmbeddingService::EmbeddingService(Engine& engine, const Tokenizer& tok, Pooling pooling, int64_t hidden_size,
-                                   std::string model_name, ApiRequestLimits limits)
+                                   std::string model_name, ApiRequestLimits limits, int64_t max_pending)
     : impl_(std::make_shared<Impl>()) {
+  impl_->max_pending = max_pending;
   impl_->engine = &engine;
   impl_->tok = &tok;
   impl_->pooling = pooling;
@@ -290,6 +299,30 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
                                                            " (the model's hidden size): vectors are not shortened"))));
     return;
   }
+  // As generation choices are: at most max_pending inputs in the engine, else 429.
+  const int64_t n = static_cast<int64_t>(q.inputs.size());
+  if (n > impl_->max_pending) {
+    w.send(http::error_response(400, bad("input", cat("holds ", n, " inputs; this server takes at most ", impl_->max_pending,
+                                                      " at once (--max-pending)"))));
+    return;
+  }
+  if (impl_->pending.fetch_add(n) + n > impl_->max_pending) {
+    impl_->pending.fetch_sub(n);
+    http::HttpResponse busy = http::error_response(
+        429, http::ApiError{cat("the server is busy: more than ", impl_->max_pending, " inputs would be in progress; retry shortly"),
+                            "", std::nullopt, std::string("queue_full")});
+    http::set_retry_after(busy, std::chrono::seconds(1));
+    w.send(std::move(busy));
+    return;
+  }
+  // What is not handed to the collector below gives its share back.
+  struct Claim {
+    Impl* impl;
+    int64_t n;
+    ~Claim() {
+      if (impl) impl->pending.fetch_sub(n);
+    }
+  } claim{impl_.get(), n};
   auto job = std::make_shared<Impl::Job>();
   job->base64 = q.base64;
   job->vectors.resize(q.inputs.size());
@@ -322,6 +355,8 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
     if (auto j = weak.lock()) j->gone = true;
     impl->wake();
   });
+  claim.impl = nullptr;  // the collector gives it back when the job ends
+  impl_->in_flight.fetch_add(1);
   {
     std::lock_guard<std::mutex> l(impl_->m);
     impl_->incoming.push_back(std::move(job));
@@ -329,5 +364,7 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
   }
   impl_->cv.notify_one();
 }
+
+int64_t EmbeddingService::in_flight() const { return impl_->in_flight.load(); }
 
 }  // namespace th::server

@@ -59,8 +59,9 @@ nlohmann::ordered_json embeddings_body(const std::vector<std::vector<float>>& ve
 /// cancels its requests in the engine.
 class EmbeddingService {
  public:
+  /// `max_pending`: inputs in the engine at once; a request that would pass it gets 429.
   EmbeddingService(Engine& engine, const Tokenizer& tok, Pooling pooling, int64_t hidden_size, std::string model_name,
-                   ApiRequestLimits limits);
+                   ApiRequestLimits limits, int64_t max_pending);
   /// @brief Cancels what is still running and stops the thread.
   ~EmbeddingService();
   EmbeddingService(const EmbeddingService&) = delete;
@@ -69,6 +70,8 @@ class EmbeddingService {
   /// @brief POST /v1/embeddings, after the caller's readiness and key checks; `tenant` is
   /// the key's (the prefix cache's namespace).
   void handle(const http::HttpRequest& r, http::ResponseWriter w, const std::string& tenant);
+  /// @brief Requests accepted and not yet answered (a drain waits for them).
+  int64_t in_flight() const;
 
  private:
   struct Impl;

@@ -647,7 +647,7 @@ void ApiService::add_routes(http::HttpServer& server) {
   server.route("POST", "/v1/embeddings", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     const ApiKey* key = nullptr;
     if (impl->check_ready(r, w) && (!impl->options.keys || (key = impl->authenticate(r, w))))
-      impl->embeddings->handle(r, std::move(w), key ? key->tenant : std::string());
+      impl->embeddings->handle(r, std::move(w), key);
   });
   server.route("POST", "/tokenize", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_tokenize(false, r, std::move(w)); });
   server.route("POST", "/detokenize", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_tokenize(true, r, std::move(w)); });
@@ -663,8 +663,8 @@ void ApiService::attach(Engine& engine, const Tokenizer& tokenizer, const ChatTe
   impl_->tool_format = detect_tool_call_format(chat_template.source());
   impl_->tool_markers = tool_marker_ids(impl_->tool_format, tokenizer);
   impl_->embeddings = std::make_unique<EmbeddingService>(engine, tokenizer, pooling, engine.hidden_size(),
-                                                         impl_->options.model_name, impl_->options.limits,
-                                                         impl_->options.max_pending);
+      impl_->options.model_name, impl_->options.limits, impl_->options.max_pending,
+      [o = &impl_->options](const CallRecord& r) { write_record(r, o->access_log, o->audit); });
   impl_->state.store(Impl::kReady, std::memory_order_release);
 }
 

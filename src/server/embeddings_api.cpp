@@ -170,6 +170,9 @@ Json embeddings_body(const std::vector<std::vector<float>>& vectors, bool base64
 struct EmbeddingService::Impl {
   struct Job {
     http::ResponseWriter writer;
+    CallRecord record;                    // filled at intake, finished when answered
+    std::chrono::steady_clock::time_point received;
+    std::vector<std::string> prompt_texts;  // for the audit digest: texts, or token ids' bytes
     std::vector<RequestStream> streams;
     std::vector<std::vector<float>> vectors;
     size_t done = 0;
@@ -188,6 +191,7 @@ struct EmbeddingService::Impl {
   int64_t hidden_size;
   std::string model_name;
   ApiRequestLimits limits;
+  std::function<void(const CallRecord&)> log;
 
   std::mutex m;
   std::condition_variable cv;
@@ -219,6 +223,13 @@ struct EmbeddingService::Impl {
       for (auto it = jobs.begin(); it != jobs.end();) {
         Job& j = **it;
         if (!j.gone) collect(j);
+        if (j.gone && log) {
+          j.record.time = std::chrono::system_clock::now();
+          j.record.outcome = "cancelled";
+          j.record.finish_reason = "cancelled";
+          j.record.prompt_tokens = j.prompt_tokens;
+          log(j.record);  // status 0: logged as 499
+        }
         if (j.gone || j.done == j.streams.size()) {
           pending.fetch_sub(static_cast<int64_t>(j.streams.size()));
           in_flight.fetch_sub(1);
@@ -240,22 +251,36 @@ struct EmbeddingService::Impl {
       }
     }
     if (j.done < j.streams.size()) return;
-    if (!j.error.empty()) {
-      j.writer.send(http::error_response(500, http::ApiError{j.error, "", std::nullopt, std::nullopt}));
-      return;
-    }
-    for (std::vector<float>& v : j.vectors) l2_normalize(v);
     http::HttpResponse r;
-    r.status = 200;
-    r.set_header("Content-Type", "application/json");
-    r.body = http::json_text(embeddings_body(j.vectors, j.base64, model_name, j.prompt_tokens));
-    j.writer.send(std::move(r));
+    if (!j.error.empty()) {
+      r = http::error_response(500, http::ApiError{j.error, "", std::nullopt, std::nullopt});
+    } else {
+      for (std::vector<float>& v : j.vectors) l2_normalize(v);
+      r.status = 200;
+      r.set_header("Content-Type", "application/json");
+      r.body = http::json_text(embeddings_body(j.vectors, j.base64, model_name, j.prompt_tokens));
+    }
+    CallRecord& rec = j.record;
+    rec.time = std::chrono::system_clock::now();
+    rec.status = r.status;
+    rec.outcome = rec.finish_reason = j.error.empty() ? "stop" : "error";
+    rec.prompt_tokens = j.prompt_tokens;
+    rec.e2e_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - j.received).count();
+    rec.prompt_sha256 = audit::audit_texts_digest(j.prompt_texts);
+    std::vector<std::string> outputs;  // each vector's float32 bytes
+    for (const std::vector<float>& v : j.vectors) outputs.emplace_back(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    rec.output_sha256 = audit::audit_texts_digest(outputs);
+    const int64_t bytes = static_cast<int64_t>(r.body.size());
+    if (j.writer.send(std::move(r))) rec.bytes_out = bytes;
+    if (log) log(rec);
   }
 };
 
 EmbeddingService::EmbeddingService(Engine& engine, const Tokenizer& tok, Pooling pooling, int64_t hidden_size,
-                                   std::string model_name, ApiRequestLimits limits, int64_t max_pending)
+                                   std::string model_name, ApiRequestLimits limits, int64_t max_pending,
+                                   std::function<void(const CallRecord&)> log)
     : impl_(std::make_shared<Impl>()) {
+  impl_->log = std::move(log);
   impl_->max_pending = max_pending;
   impl_->engine = &engine;
   impl_->tok = &tok;
@@ -281,29 +306,41 @@ EmbeddingService::~EmbeddingService() {
   impl_->incoming.clear();
 }
 
-void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w, const std::string& tenant) {
+void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w, const ApiKey* key) {
+  const std::string tenant = key ? key->tenant : "";
+  // A refusal: answered and logged now.
+  auto refuse = [&](http::HttpResponse answer, std::string_view reason) {
+    const int status = answer.status;
+    const int64_t bytes = static_cast<int64_t>(answer.body.size());
+    const bool sent = w.send(std::move(answer));
+    if (impl_->log)
+      impl_->log(refusal_record(r.id, r.method, r.path, r.peer, key, impl_->model_name, status, reason, sent ? bytes : 0));
+  };
   std::variant<EmbeddingsRequest, http::ApiError> parsed = parse_embeddings_request(r.body, impl_->limits);
   if (auto* e = std::get_if<http::ApiError>(&parsed)) {
-    w.send(http::error_response(400, std::move(*e)));
+    refuse(http::error_response(400, std::move(*e)), "invalid");
     return;
   }
   const EmbeddingsRequest& q = std::get<EmbeddingsRequest>(parsed);
   if (!q.model.empty() && q.model != impl_->model_name) {
-    w.send(http::error_response(404, http::ApiError{cat("The model `", q.model, "` does not exist (this server serves `",
+    refuse(http::error_response(404, http::ApiError{cat("The model `", q.model, "` does not exist (this server serves `",
                                                         impl_->model_name, "`)"),
-                                                    "", std::string("model"), std::string("model_not_found")}));
+                                                    "", std::string("model"), std::string("model_not_found")}),
+           "invalid");
     return;
   }
   if (q.dimensions && *q.dimensions != impl_->hidden_size) {
-    w.send(http::error_response(400, bad("dimensions", cat("must be ", impl_->hidden_size,
-                                                           " (the model's hidden size): vectors are not shortened"))));
+    refuse(http::error_response(400, bad("dimensions", cat("must be ", impl_->hidden_size,
+                                                           " (the model's hidden size): vectors are not shortened"))),
+           "invalid");
     return;
   }
   // As generation choices are: at most max_pending inputs in the engine, else 429.
   const int64_t n = static_cast<int64_t>(q.inputs.size());
   if (n > impl_->max_pending) {
-    w.send(http::error_response(400, bad("input", cat("holds ", n, " inputs; this server takes at most ", impl_->max_pending,
-                                                      " at once (--max-pending)"))));
+    refuse(http::error_response(400, bad("input", cat("holds ", n, " inputs; this server takes at most ", impl_->max_pending,
+                                                      " at once (--max-pending)"))),
+           "invalid");
     return;
   }
   if (impl_->pending.fetch_add(n) + n > impl_->max_pending) {
@@ -312,7 +349,7 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
         429, http::ApiError{cat("the server is busy: more than ", impl_->max_pending, " inputs would be in progress; retry shortly"),
                             "", std::nullopt, std::string("queue_full")});
     http::set_retry_after(busy, std::chrono::seconds(1));
-    w.send(std::move(busy));
+    refuse(std::move(busy), "queue_full");
     return;
   }
   // What is not handed to the collector below gives its share back.
@@ -324,6 +361,8 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
     }
   } claim{impl_.get(), n};
   auto job = std::make_shared<Impl::Job>();
+  job->received = std::chrono::steady_clock::now();
+  job->record = refusal_record(r.id, r.method, r.path, r.peer, key, impl_->model_name, 0, "", 0);
   job->base64 = q.base64;
   job->vectors.resize(q.inputs.size());
   std::shared_ptr<Impl> impl = impl_;
@@ -334,9 +373,12 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
     g.prompt = in.is_tokens ? in.tokens : impl_->tok->encode(in.text, /*add_special=*/true, /*parse_special=*/true);
     for (int32_t id : g.prompt)
       if (id >= impl_->tok->n_vocab()) {
-        w.send(http::error_response(400, bad(param, cat("holds token ", id, ", outside the vocabulary of ", impl_->tok->n_vocab()))));
+        refuse(http::error_response(400, bad(param, cat("holds token ", id, ", outside the vocabulary of ", impl_->tok->n_vocab()))),
+               "invalid");
         return;  // job's streams (if any) are dropped: cancelled
       }
+    job->prompt_texts.push_back(in.is_tokens ? std::string(reinterpret_cast<const char*>(in.tokens.data()), in.tokens.size() * 4)
+                                             : in.text);
     g.pooling = impl_->pooling;
     g.tenant = tenant;
     job->prompt_tokens += static_cast<int64_t>(g.prompt.size());
@@ -344,7 +386,7 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
     if (!s.ok()) {
       std::string why = s.message();
       if (why.rfind("request: ", 0) == 0) why.erase(0, 9);
-      w.send(http::error_response(400, bad(param, cat("cannot be embedded: ", why))));
+      refuse(http::error_response(400, bad(param, cat("cannot be embedded: ", why))), "invalid");
       return;
     }
     job->streams.push_back(std::move(*s));

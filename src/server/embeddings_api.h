@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,7 +22,9 @@
 #include "http/http_request.h"
 #include "http/http_response.h"
 #include "http/response_writer.h"
+#include "server/api_keys.h"
 #include "server/api_request.h"
+#include "server/call_record.h"
 
 namespace th {
 class Engine;
@@ -60,16 +63,18 @@ nlohmann::ordered_json embeddings_body(const std::vector<std::vector<float>>& ve
 class EmbeddingService {
  public:
   /// `max_pending`: inputs in the engine at once; a request that would pass it gets 429.
+  /// `log` (may be empty) gets each request's record when it is answered (the access and
+  /// audit logs' line, as a generation's).
   EmbeddingService(Engine& engine, const Tokenizer& tok, Pooling pooling, int64_t hidden_size, std::string model_name,
-                   ApiRequestLimits limits, int64_t max_pending);
+                   ApiRequestLimits limits, int64_t max_pending, std::function<void(const CallRecord&)> log);
   /// @brief Cancels what is still running and stops the thread.
   ~EmbeddingService();
   EmbeddingService(const EmbeddingService&) = delete;
   EmbeddingService& operator=(const EmbeddingService&) = delete;
 
-  /// @brief POST /v1/embeddings, after the caller's readiness and key checks; `tenant` is
-  /// the key's (the prefix cache's namespace).
-  void handle(const http::HttpRequest& r, http::ResponseWriter w, const std::string& tenant);
+  /// @brief POST /v1/embeddings, after the caller's readiness and key checks; `key` (null
+  /// without keys) gives the tenant (the prefix cache's namespace).
+  void handle(const http::HttpRequest& r, http::ResponseWriter w, const ApiKey* key);
   /// @brief Requests accepted and not yet answered (a drain waits for them).
   int64_t in_flight() const;
 

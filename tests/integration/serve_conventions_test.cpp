@@ -385,6 +385,9 @@ TEST(ServeConventions, ToolsAndEmbeddingsWithTheOpenAiClient) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ok   a streamed tool call"), std::string::npos) << r.out;
+  // Embedding requests are in the access log (stderr) like any other.
+  EXPECT_NE(s.log().find(R"("path":"/v1/embeddings","status":200)"), std::string::npos);
+  EXPECT_NE(s.log().find(R"("path":"/v1/embeddings","status":400)"), std::string::npos);
 }
 
 // --chat-template FILE replaces the model's template, chat_template_kwargs reach it as

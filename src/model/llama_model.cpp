@@ -105,12 +105,12 @@ void LlamaModel::ensure_capacity(int64_t n) {
   capacity_ = n;
 }
 
-Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>* logits) {
+Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>* logits, std::vector<float>* hidden) {
   const ModelConfig& c = cfg_;
   const int64_t n = static_cast<int64_t>(batch.size());
   if (n == 0) return ok_status();
   if (batch.seq.size() != batch.ids.size() || batch.pos.size() != batch.ids.size() ||
-      batch.want_logits.size() != batch.ids.size())
+      batch.want_logits.size() != batch.ids.size() || (!batch.want_hidden.empty() && batch.want_hidden.size() != batch.ids.size()))
     return Status::error("forward: batch vectors differ in length");
 
   // Slots for every token; validate ids, positions and tables before any work.
@@ -166,12 +166,30 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
     if (batch.want_logits[t]) rows.push_back(static_cast<int32_t>(t));
   const int64_t m = static_cast<int64_t>(rows.size());
   logits->resize(static_cast<size_t>(m * c.n_vocab));
-  if (m == 0) return ok_status();
+  if (m > 0) {
+    b.gather_rows(x_, rows.data(), m, c.n_embd, o_);
+    b.rmsnorm(o_, output_norm_, h_, m, c.n_embd, c.rms_eps);
+    b.matmul(output_, h_, logits_, m);
+    b.read(logits_, logits->data(), m * c.n_vocab);
+  }
+  if (hidden) final_hidden(batch, *hidden);
+  return ok_status();
+}
+
+// The rows that want hidden states, through the output norm (x_ still holds every token's
+// last residual), read back. Done after the logits, whose buffers it reuses.
+void LlamaModel::final_hidden(const ForwardBatch& batch, std::vector<float>& hidden) {
+  const ModelConfig& c = cfg_;
+  std::vector<int32_t> rows;
+  for (size_t t = 0; t < batch.want_hidden.size(); ++t)
+    if (batch.want_hidden[t]) rows.push_back(static_cast<int32_t>(t));
+  const int64_t m = static_cast<int64_t>(rows.size());
+  hidden.resize(static_cast<size_t>(m * c.n_embd));
+  if (m == 0) return;
+  Backend& b = *backend_;
   b.gather_rows(x_, rows.data(), m, c.n_embd, o_);
   b.rmsnorm(o_, output_norm_, h_, m, c.n_embd, c.rms_eps);
-  b.matmul(output_, h_, logits_, m);
-  b.read(logits_, logits->data(), m * c.n_vocab);
-  return ok_status();
+  b.read(h_, hidden.data(), m * c.n_embd);
 }
 
 }  // namespace th

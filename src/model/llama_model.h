@@ -26,6 +26,7 @@ struct ForwardBatch {
   std::vector<int32_t> seq;          // index into tables
   std::vector<int32_t> pos;          // position within its sequence
   std::vector<uint8_t> want_logits;  // 1: return this token's logits
+  std::vector<uint8_t> want_hidden;  // empty, or per token 1: return its final hidden state (embeddings)
   std::vector<std::span<const int32_t>> tables;  // per sequence: its KV block table
 
   void add(int32_t id, int32_t s, int32_t p, bool logits) {
@@ -49,7 +50,10 @@ class LlamaModel {
   /// @brief Runs the batch; logits of the tokens with want_logits, in batch order,
   /// n_vocab floats each, go to *logits. Every position a token attends to must
   /// already be in the cache or earlier in this batch, and every slot reserved.
-  Status forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>* logits);
+  /// With `hidden`, the final hidden states (after the output norm: what the output matrix
+  /// reads) of the tokens with want_hidden go there, in batch order, n_embd floats each.
+  Status forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>* logits,
+                 std::vector<float>* hidden = nullptr);
 
  private:
   struct Layer {
@@ -61,6 +65,7 @@ class LlamaModel {
   };
   LlamaModel(ModelConfig cfg, Backend& b) : cfg_(std::move(cfg)), backend_(&b) {}
   void ensure_capacity(int64_t n_tokens);
+  void final_hidden(const ForwardBatch& batch, std::vector<float>& hidden);
   void free_buffers();
 
   ModelConfig cfg_;

@@ -47,10 +47,8 @@ inline float load_f32(const uint8_t* p) {
 }
 
 // The offset multipliers tile_k6 folds with the activation sums (q6_K, q3_K: m32; q2_K: mins).
-inline const int16_t* p_m32(const PanelK6& p) { return p.m32; }
-inline const int16_t* p_m32(const PanelK2&) { return nullptr; }
-inline const int16_t* p_mins(const PanelK2& p) { return p.mins; }
-inline const int16_t* p_mins(const PanelK6&) { return nullptr; }
+inline const int16_t* offsets(const PanelK6& p) { return p.m32; }
+inline const int16_t* offsets(const PanelK2& p) { return p.mins; }
 
 template <class V>
 struct PanelCores {
@@ -142,8 +140,8 @@ struct PanelCores {
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kBsumsOffset));
         for (int r = 0; r < R; ++r) {
           const Panel& p = rows[r][b];
-          const int16_t* m = k2 ? p_mins(p) : p_m32(p);
-          const __m256i off = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(m)), bsums);
+          const __m256i off =
+              _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(offsets(p))), bsums);
           const FVec dd = V::mul(V::set1(p.d), da);
           if constexpr (k2) {
             facc[r][t] = V::fmadd(V::cvt(acc[r][t]), dd, facc[r][t]);

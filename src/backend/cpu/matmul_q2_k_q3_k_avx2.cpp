@@ -33,18 +33,20 @@ __m256i high_bit(__m256i hm, int k) {
   return _mm256_and_si256(moved, _mm256_set1_epi8(4));
 }
 
-// q3_K's sixteen 6-bit scales, minus 32, as int8: low nibbles from bytes 0-7, high bits from 8-11.
+// q3_K's sixteen 6-bit scales, minus 32, as int8: scale j's low nibble is nibble j / 8 of byte
+// j % 8, its top 2 bits are bits 2 (j / 4) of byte 8 + j % 4. Two loads (not one of 16
+// bytes: the last 4 would be past the block, maybe past the mapping), in vector registers
+// throughout (the scalar form spilled through the stack: 20 more instructions a block).
 __m128i q3_scales(const uint8_t* scales12) {
-  uint32_t u[3];
-  std::memcpy(u, scales12, 12);
-  constexpr uint32_t kLow = 0x0f0f0f0f, kTwo = 0x03030303;
-  const uint32_t a0 = (u[0] & kLow) | ((u[2] & kTwo) << 4);
-  const uint32_t a1 = (u[1] & kLow) | (((u[2] >> 2) & kTwo) << 4);
-  const uint32_t a2 = ((u[0] >> 4) & kLow) | (((u[2] >> 4) & kTwo) << 4);
-  const uint32_t a3 = ((u[1] >> 4) & kLow) | (((u[2] >> 6) & kTwo) << 4);
-  return _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(a0), static_cast<int>(a1), static_cast<int>(a2),
-                                     static_cast<int>(a3)),
-                      _mm_set1_epi8(32));
+  uint32_t top;
+  std::memcpy(&top, scales12 + 8, 4);
+  const __m128i low8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales12));
+  const __m128i m4 = _mm_set1_epi8(0xF);
+  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(low8, m4), _mm_and_si128(_mm_srli_epi16(low8, 4), m4));
+  // Dword g: the four top bytes, shifted right by 2g so that scale 4g + i's bits sit at bits 0-1 of byte i.
+  const __m128i rep = _mm_set1_epi32(static_cast<int>(top));
+  const __m128i high = _mm_and_si128(_mm_srlv_epi32(rep, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
 }
 
 // The 32 levels of chunk k = 4h + j.
@@ -54,6 +56,24 @@ __m256i q3_levels(__m256i qs, __m256i hm, int h, int j) {
 }
 
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// A block's sixteen int8 scales widened once to int16, scales 0-7 in both 128-bit halves of
+// `lo` and 8-15 in both of `hi`, so that each chunk's scale vector is one in-lane vpshufb
+// (chunk_scales' vpshufb + vpmovsxbw per chunk cost one more op, lane-crossing, per chunk).
+struct WideScales {
+  __m256i lo, hi;
+};
+WideScales widen(__m128i sc8) {
+  const __m256i all = _mm256_cvtepi8_epi16(sc8);
+  return {_mm256_permute2x128_si256(all, all, 0x00), _mm256_permute2x128_si256(all, all, 0x11)};
+}
+// Chunk k: s[2k] in the low eight int16 lanes, s[2k + 1] in the high ones.
+__m256i scales_of(const WideScales& w, int k) {
+  const int i = k % 4;
+  const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(0x0100 + 0x0404 * i)),
+                                         _mm_set1_epi16(static_cast<short>(0x0302 + 0x0404 * i)));
+  return _mm256_shuffle_epi8(k < 4 ? w.lo : w.hi, pick);
+}
 
 float dot_row_q2(const uint8_t* row, const uint8_t* act, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
@@ -65,6 +85,7 @@ float dot_row_q2(const uint8_t* row, const uint8_t* act, int64_t nb) {
     const __m128i m8 = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0xF));
     const __m256i bsums = load32(ab + offsetof(BlockQ8_K, bsums));
     const __m256i summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), bsums);
+    const WideScales ws = widen(sc8);
     const uint8_t* q8 = ab + offsetof(BlockQ8_K, qs);
     __m256i sumi = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
@@ -72,7 +93,7 @@ float dot_row_q2(const uint8_t* row, const uint8_t* act, int64_t nb) {
       for (int j = 0; j < 4; ++j) {
         const int k = 4 * h + j;
         const __m256i p = _mm256_maddubs_epi16(q2_levels(qs, j), load32(q8 + 32 * k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(chunk_scales(sc8, k), p));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_of(ws, k), p));
       }
     }
     const float da = load_f32(ab);
@@ -94,13 +115,14 @@ float dot_row_q3(const uint8_t* row, const uint8_t* act, int64_t nb) {
     __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
                                     _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 2));
     const __m256i hm = load32(wb + offsetof(BlockQ3_K, hmask));
+    const WideScales ws = widen(sc8);
     const uint8_t* q8 = ab + offsetof(BlockQ8_K, qs);
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load32(wb + offsetof(BlockQ3_K, qs) + 32 * h);
       for (int j = 0; j < 4; ++j) {
         const int k = 4 * h + j;
         const __m256i p = _mm256_maddubs_epi16(q3_levels(qs, hm, h, j), load32(q8 + 32 * k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(chunk_scales(sc8, k), p));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_of(ws, k), p));
       }
     }
     const float d = load_f32(ab) * load_f16(wb + offsetof(BlockQ3_K, d));

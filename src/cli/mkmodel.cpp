@@ -21,7 +21,8 @@ int run_mkmodel(int argc, char** argv) {
   uint64_t seed = 1;
   bool tied = false;
   app.add_option("--shape", shape_name, "110m | 1.1b | 7b (or 'custom' with the shape flags)")->required();
-  app.add_option("--type", type_name, "f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q4_k | q5_k | q6_k");
+  app.add_option("--type", type_name,
+                 "f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k | q4_k | q5_k | q6_k | iq4_nl | iq4_xs");
   app.add_option("-o,--output", out, "output file")->required();
   app.add_option("--vocab", vocab_path,
                  "GGUF whose tokenizer to use (default: the Llama-2 32000-token vocab in ../shared)");
@@ -56,7 +57,8 @@ int run_mkmodel(int argc, char** argv) {
   static const std::map<std::string, DType> kTypes = {
       {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
       {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
-      {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+      {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K},
+      {"q6_k", DType::Q6_K}, {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS}};
   auto t = kTypes.find(type_name);
   if (t == kTypes.end()) return usage_error("unknown --type '" + type_name + "'");
   spec.type = t->second;

@@ -6,6 +6,7 @@
 
 #include "format/gguf.h"
 #include "tensor/quant.h"
+#include "tensor/quant_blocks.h"
 
 namespace th {
 
@@ -95,8 +96,12 @@ Status write_synthetic_model(const SyntheticSpec& spec, const GgufFile& vocab, c
     for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = base + jitter * uniform_pm1(key, static_cast<uint64_t>(i));
     w.add_tensor(name, {n}, DType::F32, v.data(), v.size() * sizeof(float));
   };
-  // Q4_K files (as in the popular Q4_K_M) keep the output matrix at higher precision.
-  const DType out_type = spec.type == DType::Q4_K ? DType::Q6_K : spec.type;
+  // Files of 4 bits or fewer (as llama-quantize writes Q2_K, Q3_K_M, Q4_K_M, IQ4_NL, IQ4_XS)
+  // keep the output matrix at higher precision.
+  const bool low_bit = spec.type == DType::Q2_K || spec.type == DType::Q3_K || spec.type == DType::Q4_K ||
+                       spec.type == DType::IQ4_NL || spec.type == DType::IQ4_XS;
+  // (iq4_nl rows need only be a multiple of 32: then q8_0, as llama-quantize falls back too.)
+  const DType out_type = !low_bit ? spec.type : s.n_embd % kQKK == 0 ? DType::Q6_K : DType::Q8_0;
   const float in_scale = std::sqrt(3.0f / static_cast<float>(s.n_embd));
   const float ff_scale = std::sqrt(3.0f / static_cast<float>(s.n_ff));
   matrix("token_embd.weight", s.n_embd, n_vocab, spec.type, 1.0f);

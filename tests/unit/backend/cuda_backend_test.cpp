@@ -111,7 +111,7 @@ std::vector<uint8_t> weight_bytes(DType t, const std::vector<float>& x, int64_t 
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                               DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                              DType::Q6_K};
+                              DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 TEST_F(CudaOps, MatmulEveryWeightType) {
   for (DType t : kWeightTypes) {

@@ -291,9 +291,9 @@ TEST_F(CudaOps, AttentionRaggedBatchEveryKvTypeAndGqaRatio) {
         gpu_->kv_write(gkv, b, up(k), up(v));
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         std::vector<float> want(q.size());
-        ref_->attention(rkv, b, q.data(), want.data(), n_heads, n_kv_heads, head_dim, scale);
+        ref_->attention(rkv, b, q.data(), want.data(), n_heads, n_kv_heads, head_dim, scale, {});
         float* out = poisoned(static_cast<int64_t>(q.size()));
-        gpu_->attention(gkv, b, up(q), out, n_heads, n_kv_heads, head_dim, scale);
+        gpu_->attention(gkv, b, up(q), out, n_heads, n_kv_heads, head_dim, scale, {});
         // |v| <= 1 and the weights sum to 1: both results are convex combinations computed in
         // f32 with exp within 2 ulp, in different orders over <= 101 positions.
         expect_close(down(out, static_cast<int64_t>(q.size())), want, rel(want, 0, 2e-5),

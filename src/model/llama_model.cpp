@@ -98,6 +98,8 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend&
     const std::string p = "blk." + std::to_string(i) + ".";
     Layer L;
     TH_ASSIGN_OR_RETURN(L.attn_norm, vec(p + "attn_norm.weight", c.n_embd, true));
+    if (A.fused_qkv && !f.tensor(p + "attn_qkv.weight") && !f.tensor(p + "attn_q.weight"))
+      return Status::errorf(f.name(), ": missing tensor '", p, "attn_qkv.weight' (nor are there attn_q/k/v)");
     if (A.fused_qkv && f.tensor(p + "attn_qkv.weight")) {
       TH_ASSIGN_OR_RETURN(WeightView qkv, matrix(f, p + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim()));
       L.wq = row_slice(qkv, 0, c.q_dim());

@@ -174,6 +174,8 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
       TH_ASSIGN_OR_RETURN(double factor, f.get_float(a + "rope.scaling.factor"));
       if (!(factor >= 1 && factor < 1e6)) return Status::errorf(f.name(), ": rope.scaling.factor ", factor, " is not >= 1");
       c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    } else if (type == "longrope" && c.arch == Arch::Phi3) {
+      // Carried by the rope_factors_long/short tensors and rope.scaling.attn_factor.
     } else if (type != "none") {
       return Status::errorf(f.name(), ": unsupported rope.scaling.type '", type, "' (none and linear are supported)");
     }

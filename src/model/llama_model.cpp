@@ -191,9 +191,9 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   if (L.bv) b.add_bias(v_, L.bv, n, c.kv_dim());
   if (L.q_norm) b.rmsnorm(q_, L.q_norm, q_, n * c.n_head, c.head_dim, c.rms_eps);  // one row per head
   if (L.k_norm) b.rmsnorm(k_, L.k_norm, k_, n * c.n_head_kv, c.head_dim, c.rms_eps);
-  // Sliding-window layers rotate with their own base and no scaling (gemma3's local layers).
+  // Sliding-window layers rotate with their own base and scaling (gemma3's local layers: 10000, none).
   const RopeParams rope{c.rope_dim, swa ? c.rope_freq_base_swa : c.rope_freq_base,
-                        swa ? 1.0f : c.rope_freq_scale, c.rope_neox, rope_freqs_};
+                        swa ? c.rope_freq_scale_swa : c.rope_freq_scale, c.rope_neox, rope_freqs_};
   b.rope(q_, batch.pos.data(), n, c.n_head, c.head_dim, rope);
   b.rope(k_, batch.pos.data(), n, c.n_head_kv, c.head_dim, rope);
   const KvLayerView kvl = kv.layer(l);

@@ -70,6 +70,7 @@ Status read_gemma(const GgufFile& f, const std::string& a, ModelConfig& c) {
   for (int64_t l = 0; l < c.n_layer; ++l)
     c.layer_swa[static_cast<size_t>(l)] = period == 0 || l % period < period - 1;
   c.rope_freq_base_swa = gemma2 ? c.rope_freq_base : 10000.0f;
+  c.rope_freq_scale_swa = gemma2 ? c.rope_freq_scale : 1.0f;
   if (f.has(a + "rope.freq_base_swa")) {
     TH_ASSIGN_OR_RETURN(c.rope_freq_base_swa, get_positive(f, a + "rope.freq_base_swa", 1e12));
   }

@@ -68,7 +68,8 @@ struct ModelConfig {
   float final_softcap = 0.0f;      // > 0: logits soft-capped (gemma2)
   int64_t sliding_window = 0;      // > 0: window of the sliding-window layers
   std::vector<uint8_t> layer_swa;  // per layer: 1 if it uses the sliding window (and the swa rope base)
-  float rope_freq_base_swa = 10000.0f;
+  float rope_freq_base_swa = 10000.0f;  // the sliding-window layers' RoPE (gemma3: 10000, unscaled)
+  float rope_freq_scale_swa = 1.0f;
 
   int64_t n_expert = 0;            // 0: dense FFN
   int64_t n_expert_used = 0;

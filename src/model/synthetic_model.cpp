@@ -50,7 +50,11 @@ void add_hparams(GgufWriter& w, const SyntheticSpec& spec, const ArchSpec& A, in
   const bool gemma = spec.arch == Arch::Gemma2 || spec.arch == Arch::Gemma3;
   w.add_string("general.architecture", arch);
   w.add_string("general.name", "tokenhive synthetic " + s.name + " " + std::string(ti.name));
-  w.add_u32(arch + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  // Phi-3 128k switches to its long RoPE factors past its original 4096 of 131072 positions;
+  // here the original is the shape's context and the whole 4x that (llama.cpp rounds a
+  // context up to a multiple of 256, so the tiny shape's 256 is the least that can be short).
+  const int64_t n_ctx = spec.arch == Arch::Phi3 ? 4 * s.n_ctx : s.n_ctx;
+  w.add_u32(arch + ".context_length", static_cast<uint32_t>(n_ctx));
   w.add_u32(arch + ".embedding_length", static_cast<uint32_t>(s.n_embd));
   w.add_u32(arch + ".block_count", static_cast<uint32_t>(s.n_layer));
   w.add_u32(arch + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
@@ -75,10 +79,8 @@ void add_hparams(GgufWriter& w, const SyntheticSpec& spec, const ArchSpec& A, in
     w.add_string(arch + ".rope.scaling.type", "linear");  // Gemma 3 4B+: global layers' positions / 8
     w.add_f32(arch + ".rope.scaling.factor", 8.0f);
   }
-  // Phi-3 128k switches to its long factors past the original 4096 of 131072 positions; here the
-  // original is a quarter of the context, and attn_factor sqrt(1 + ln(ratio) / ln(original)) as
-  // the converter computes it.
-  const int64_t phi3_orig_ctx = s.n_ctx / 4;
+  // attn_factor sqrt(1 + ln(ratio) / ln(original)), as the converter computes it.
+  const int64_t phi3_orig_ctx = s.n_ctx;
   if (spec.arch == Arch::Phi3) {
     w.add_u32(arch + ".rope.scaling.original_context_length", static_cast<uint32_t>(phi3_orig_ctx));
     w.add_f32(arch + ".rope.scaling.attn_factor",

@@ -96,8 +96,9 @@ class Backend {
   virtual void softcap(float* y, int64_t n, float cap) = 0;
   /// y *= s, elementwise.
   virtual void scale(float* y, int64_t n, float s) = 0;
-  /// dst row idx[i] += w[i] * src row i, rows of dim floats, the idx of one call distinct:
-  /// how a mixture of experts adds an expert's outputs back to the tokens routed to it.
+  /// dst row idx[i] += w[i] * src row i, rows of dim floats, the idx of one call distinct
+  /// (idx and w are host arrays, as gather_rows' idx): how a mixture of experts adds an
+  /// expert's outputs back to the tokens routed to it.
   virtual void add_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* w, int64_t n,
                                int64_t dim) = 0;
   /// dst[i] = src row idx[i] (rows of dim floats).

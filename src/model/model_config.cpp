@@ -60,11 +60,10 @@ Status read_gemma(const GgufFile& f, const std::string& a, ModelConfig& c) {
     TH_ASSIGN_OR_RETURN(c.sliding_window, get_dim(f, a + "attention.sliding_window", 0, int64_t{1} << 24));
   }
   int64_t period = c.spec->swa_period;
-  if (f.has(a + "attention.sliding_window_pattern")) {
-    Result<uint64_t> p = f.get_uint(a + "attention.sliding_window_pattern");
-    if (!p.ok())
-      return Status::errorf(f.name(), ": ", a, "attention.sliding_window_pattern is not an unsigned integer (unsupported)");
-    period = static_cast<int64_t>(*p);
+  // A scalar period, as llama.cpp reads it (get_key_or_arr into a uint32_t: an array there
+  // is passed over and the default kept, so the same here).
+  if (f.has(a + "attention.sliding_window_pattern") && !f.get_array(a + "attention.sliding_window_pattern").ok()) {
+    TH_ASSIGN_OR_RETURN(period, get_dim(f, a + "attention.sliding_window_pattern", 0, kMaxLayers));
   }
   // Layer l is global when l % period == period - 1 (llama.cpp's set_swa_pattern); period 0: all local.
   for (int64_t l = 0; l < c.n_layer; ++l)

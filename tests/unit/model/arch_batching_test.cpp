@@ -2,7 +2,8 @@
 // batch: sequences prefilled and decoded together in ragged batches (experts
 // then see tokens of several sequences at once; sliding windows and block
 // tables differ per sequence) equal each sequence run alone, bit for bit, on
-// the CPU backend (each dot product is computed the same way whatever the batch).
+// the CPU backend (each dot product is computed the same way whatever the batch);
+// and quantized expert and fused tensors are sliced where their f32 copies are.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
 #include "model/synthetic_model.h"
+#include "tensor/quant.h"
 #include "test_util.h"
 
 namespace th {
@@ -80,6 +82,48 @@ TEST(ArchBatching, TogetherEqualsAloneForEveryArchitecture) {
       ASSERT_EQ(together[s].size(), 4u * 512u);
       EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
     }
+    std::remove(path.c_str());
+  }
+}
+
+// Quantized experts and fused tensors are sliced at whole rows: a q8_0 model and the same
+// model with every tensor dequantized to f32 give bit-identical logits on the reference
+// backend (it dequantizes each row exactly so and sums in f64), so every slice's offset is right.
+TEST(ArchBatching, QuantizedSlicesEqualTheirDequantizedCopy) {
+  Result<GgufFile> vocab = GgufFile::open(test::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  for (const std::string arch : {"mixtral", "qwen3moe", "phi3"}) {
+    SCOPED_TRACE(arch);
+    SyntheticSpec spec;
+    spec.shape = *synthetic_shape("tiny");
+    spec.type = DType::Q8_0;
+    ASSERT_TRUE(apply_synthetic_arch(arch, spec).ok());
+    const std::string path = test::temp_path("arch_q8_" + arch + ".gguf");
+    ASSERT_TRUE(write_synthetic_model(spec, *vocab, path).ok());
+    Result<GgufFile> q = GgufFile::open(path);
+    ASSERT_TRUE(q.ok()) << q.message();
+    GgufWriter w;
+    for (const auto& [k, v] : q->metadata()) w.add(k, v);
+    bool any_quantized = false;
+    for (const GgufTensor& t : q->tensors()) {
+      std::vector<float> f(static_cast<size_t>(t.n_elements()));
+      const int64_t cols = t.dims[0], rows = t.n_elements() / cols;
+      for (int64_t r = 0; r < rows; ++r)
+        dequantize_row(t.type, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(r) * row_bytes(t.type, cols),
+                       f.data() + r * cols, cols);
+      any_quantized |= t.type == DType::Q8_0;
+      w.add_tensor(t.name, t.dims, DType::F32, f.data(), f.size() * sizeof(float));
+    }
+    ASSERT_TRUE(any_quantized);
+    std::vector<uint8_t> bytes = w.to_bytes();
+    Result<GgufFile> d = GgufFile::parse(bytes.data(), bytes.size());
+    ASSERT_TRUE(d.ok()) << d.message();
+    std::unique_ptr<Backend> b = make_reference_backend();
+    auto mq = LlamaModel::load(*q, *b);
+    auto md = LlamaModel::load(*d, *b);
+    ASSERT_TRUE(mq.ok() && md.ok());
+    const std::vector<std::vector<int32_t>> seqs = {{1, 400, 37, 291, 88, 503, 12, 250}};
+    EXPECT_EQ(run(**mq, *b, seqs, 6, false), run(**md, *b, seqs, 6, false));
     std::remove(path.c_str());
   }
 }

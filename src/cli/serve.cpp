@@ -331,7 +331,7 @@ int run_serve(int argc, char** argv) {
   backend_options.n_threads = f.threads;
   backend_options.pin = pin;
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, f.max_model_len);
   if (!model.ok()) return fail(model.message());
 
   Result<EngineConfig> ec = engine_config(f, (*model)->config(), *tok);

@@ -434,8 +434,8 @@ TEST_P(BackendOps, AttentionRaggedBatchEveryKvTypeGqaRatioAndBlockSize) {
           const std::vector<float> q = random_floats(rng_, n_tok * n_heads * hd, -2, 2);
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
           Buf qf(*fast_, q), of(*fast_, n_tok * n_heads * hd), qr(*ref_, q), orf(*ref_, n_tok * n_heads * hd);
-          fast_->attention(kv, ab, qf.p, of.p, n_heads, n_kv, hd, scale);
-          ref_->attention(kv, ab, qr.p, orf.p, n_heads, n_kv, hd, scale);
+          fast_->attention(kv, ab, qf.p, of.p, n_heads, n_kv, hd, scale, {});
+          ref_->attention(kv, ab, qr.p, orf.p, n_heads, n_kv, hd, scale, {});
           const std::vector<float> got = of.get(), want = orf.get();
 
           // Bound per output element, from the K/V rows as both backends see them:

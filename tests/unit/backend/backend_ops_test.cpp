@@ -139,7 +139,7 @@ TEST_P(BackendOps, MatmulEveryWeightType) {
       {DType::F32, 67},   {DType::F32, 160},  {DType::F16, 67},   {DType::F16, 96},   {DType::BF16, 67},
       {DType::BF16, 96},  {DType::Q8_0, 96},  {DType::Q8_0, 320}, {DType::Q4_0, 96},  {DType::Q4_1, 96},
       {DType::Q5_0, 96},  {DType::Q5_1, 160}, {DType::Q4_K, 256}, {DType::Q4_K, 512}, {DType::Q5_K, 256},
-      {DType::Q6_K, 256}, {DType::Q6_K, 512},
+      {DType::Q6_K, 256}, {DType::Q6_K, 512}, {DType::FP8_E4M3, 96}, {DType::FP8_E4M3, 320},
   };
   for (const MatmulCase& mc : cases) {
     for (int64_t rows : {1, 37, 133}) {

@@ -1,0 +1,34 @@
+// FP8_E4M3 weights x f32 activations, AVX-512 (driver and decoding in
+// matmul_fp8_driver.h): 16 lanes (two per block), 4 x 4 tiles as the float family.
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "backend/cpu/matmul_fp8_driver.h"
+
+namespace th::cpu {
+
+namespace {
+
+struct Fp8Avx512 {
+  using Vec = __m512;
+  static constexpr int kLanes = 16, kR = 4, kT = 4, kR1 = 4;
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec set1(float f) { return _mm512_set1_ps(f); }
+  static float hsum(Vec v) { return _mm512_reduce_add_ps(v); }
+  static Vec f32(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec fp8(const uint8_t* p) {
+    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i h = _mm256_slli_epi16(c, 7);  // sign at bit 14, exponent and mantissa at 13..7
+    return _mm512_cvtph_ps(_mm256_add_epi16(h, _mm256_and_si256(h, _mm256_set1_epi16(0x4000))));  // sign to bit 15
+  }
+};
+
+}  // namespace
+
+extern constinit const MatmulKernel kMatmulFp8Avx512 = fp8_kernel<Fp8Avx512>(Isa::Avx512);
+
+}  // namespace th::cpu

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <map>
 #include <memory>
 #include <new>
@@ -19,11 +21,15 @@
 #include "backend/cpu/machine_limits.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "cli/bench.h"
+#include "cli/compute_types.h"
+#include "engine/compute_accuracy.h"
+#include "engine/generator.h"
 #include "engine/model_bench.h"
 #include "model/forward_cost.h"
 #include "format/gguf.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
+#include "tokenizer/tokenizer.h"
 
 namespace th::cli {
 
@@ -48,6 +54,8 @@ struct BenchModelFlags {
   int64_t probe_mib = 2048;
   int probe_reps = 5;
   double probe_ms = 100;
+  std::string compute_type = "native";
+  int64_t accuracy_tokens = 128;
 };
 
 // The backend under test, built in this one place so that the CPU backend's
@@ -190,7 +198,46 @@ struct BenchModelRun {
   Json probes = Json::object();
   Speed prefill, decode;
   std::map<int64_t, Speed> batched;
+  ComputeType compute_type = ComputeType::Native;
+  std::optional<ComputeAccuracy> accuracy;  // against fp32, for the reduced types
+  std::string energy;                       // why there is no joules-per-token figure
 };
+
+// Where the machine exposes energy counters; none read yet, so every run says which is absent.
+std::string energy_note() {
+  std::error_code ec;
+  if (!std::filesystem::exists("/sys/class/powercap", ec))
+    return "no energy counters: /sys/class/powercap is absent (no RAPL); joules per token not reported";
+  return "energy counters under /sys/class/powercap exist but are not read yet; joules per token not reported";
+}
+
+// The matrices' reads as the compute type's copy holds them (model/weight_sets.cpp converts every
+// matrix whose type differs; lookups stay the file's).
+std::vector<MatrixRead> reads_for(std::vector<MatrixRead> reads, ComputeType t) {
+  if (const std::optional<DType> to = compute_type_weight_dtype(t))
+    for (MatrixRead& m : reads)
+      if (!m.lookup) m.type = *to;
+  return reads;
+}
+
+// KL divergence and top-1 agreement of `t` against fp32 over fp32's greedy text from BOS.
+Result<ComputeAccuracy> accuracy_vs_fp32(LlamaModel& m, Backend& backend, const GgufFile& file, ComputeType t,
+                                         int64_t n_tokens) {
+  TH_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(file));
+  TH_RETURN_IF_ERROR(m.add_compute_type(ComputeType::Fp32));
+  std::vector<int32_t> text = {tok.bos()};
+  Generator gen(m, backend, {});
+  GenerateOptions o;
+  o.max_tokens = n_tokens - 1;
+  o.ignore_eos = true;
+  o.compute_type = ComputeType::Fp32;
+  TH_ASSIGN_OR_RETURN(GenerateStats st, gen.run(text, o, [&](int32_t id) {
+    text.push_back(id);
+    return true;
+  }));
+  (void)st;
+  return compare_compute_types(m, backend, text, ComputeType::Fp32, t);
+}
 
 void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
   const double prefill_ceiling = compute_ceiling_tokens_per_s(r.cost, r.peaks);
@@ -241,6 +288,12 @@ void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
   j["batched_decode_tokens_per_s"] = tps;
   j["batched_decode_ceiling_tokens_per_s"] = ceil;
   j["batched_decode_pct_of_ceiling"] = pcts;
+  j["compute_type"] = compute_type_name(r.compute_type);
+  if (r.accuracy)
+    j["accuracy_vs_fp32"] = {{"positions", r.accuracy->positions}, {"mean_kl", r.accuracy->mean_kl},
+                             {"max_kl", r.accuracy->max_kl}, {"top1_agreement", r.accuracy->top1_agreement}};
+  j["joules_per_token"] = nullptr;
+  j["energy"] = r.energy;
   j["samples"] = {{"prefill_tokens_per_s", r.prefill.samples},
                   {"decode_tokens_per_s", r.decode.samples},
                   {"batched_decode_tokens_per_s", samples}};
@@ -263,7 +316,13 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
   std::printf("machine  %d threads, %s: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s\n", f.threads,
               std::string(cpu::isa_name(r.isa)).c_str(), or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(),
               or_dash(r.peaks.int8_gops, "%.0f").c_str(), or_dash(r.peaks.fp32_gflops, "%.0f").c_str());
-  std::printf("backend  %s; medians of %d reps\n\n", std::string(r.backend_name).c_str(), f.reps);
+  std::printf("backend  %s; compute type %s; medians of %d reps\n", std::string(r.backend_name).c_str(),
+              std::string(compute_type_name(r.compute_type)).c_str(), f.reps);
+  if (r.accuracy)
+    std::printf("accuracy vs fp32 over %lld positions: mean KL %.3g nats (max %.3g), top-1 agreement %.1f%%\n",
+                static_cast<long long>(r.accuracy->positions), r.accuracy->mean_kl, r.accuracy->max_kl,
+                100 * r.accuracy->top1_agreement);
+  std::printf("energy   %s\n\n", r.energy.c_str());
   std::printf("%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
   auto row = [&](const std::string& test, double v, double ceiling) {
     std::printf("%-28s %12.2f %12s %8s\n", test.c_str(), v, or_dash(ceiling, "%.2f").c_str(),
@@ -292,7 +351,17 @@ int run_bench_model(const BenchModelFlags& f) {
   if (!reads.ok()) return fail(reads.message());
   BenchModelRun r;
   r.path = *path;
-  r.cost = forward_cost(*reads);
+  r.compute_type = parse_compute_type(f.compute_type).value_or(ComputeType::Native);
+  if (Status s = load_compute_types(m, {r.compute_type}, "bench model", false); !s.ok()) return fail(s.message());
+  r.cost = forward_cost(reads_for(*reads, r.compute_type));
+  r.energy = energy_note();
+  if (r.compute_type != ComputeType::Native && r.compute_type != ComputeType::Fp32) {
+    progress("accuracy: %s vs fp32 over %lld tokens of fp32's greedy text", std::string(f.compute_type).c_str(),
+             static_cast<long long>(f.accuracy_tokens));
+    Result<ComputeAccuracy> a = accuracy_vs_fp32(m, *backend, *file, r.compute_type, f.accuracy_tokens);
+    if (!a.ok()) return fail(a.message());
+    r.accuracy = *a;
+  }
   r.info = model_info(*file, c, *reads);
   r.config = &c;
   r.isa = cpu::best_isa();
@@ -302,15 +371,15 @@ int run_bench_model(const BenchModelFlags& f) {
   r.peaks = *peaks;
 
   // One untimed token first: the weights' pages come in from the file here, not in a timed run.
-  if (Result<double> w = time_decode(m, *backend, 1, 1, 1, f.seed); !w.ok()) return fail(w.message());
+  if (Result<double> w = time_decode(m, *backend, 1, 1, 1, f.seed, r.compute_type); !w.ok()) return fail(w.message());
 
   progress("prefill: %lld tokens in chunks of %lld", static_cast<long long>(f.prompt), static_cast<long long>(f.ubatch));
   Result<Speed> prefill = repeat(f.reps, static_cast<double>(f.prompt), "prefill",
-                                 [&] { return time_prefill(m, *backend, f.prompt, f.ubatch, f.seed); });
+                                 [&] { return time_prefill(m, *backend, f.prompt, f.ubatch, f.seed, r.compute_type); });
   if (!prefill.ok()) return fail(prefill.message());
   progress("decode: %lld tokens, batch 1", static_cast<long long>(f.gen));
   Result<Speed> decode = repeat(f.reps, static_cast<double>(f.gen), "decode",
-                                [&] { return time_decode(m, *backend, 1, kDecodeContext, f.gen, f.seed); });
+                                [&] { return time_decode(m, *backend, 1, kDecodeContext, f.gen, f.seed, r.compute_type); });
   if (!decode.ok()) return fail(decode.message());
   for (int64_t b : f.batches) {
     if (b == 1) {  // batch 1 is the decode measurement itself
@@ -320,7 +389,7 @@ int run_bench_model(const BenchModelFlags& f) {
     progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
     const std::string what = "batch " + std::to_string(b);
     Result<Speed> s = repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(),
-                             [&] { return time_decode(m, *backend, b, kDecodeContext, f.batch_gen, f.seed); });
+                             [&] { return time_decode(m, *backend, b, kDecodeContext, f.batch_gen, f.seed, r.compute_type); });
     if (!s.ok()) return fail(s.message());
     r.batched[b] = *s;
   }
@@ -359,6 +428,12 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   app->add_option("--batch-gen", f->batch_gen, "decode steps per batched run")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app->add_option("--reps", f->reps, "repetitions of each test (the median is reported)")->check(CLI::Range(1, 1000));
   app->add_option("--seed", f->seed, "seed of the random token ids");
+  app->add_option("--compute-type", f->compute_type,
+                  "weights to compute with: native (the file's), or fp32, bf16, fp16, fp8 converted at load (the "
+                  "reduced ones also report KL divergence and top-1 agreement against fp32)")
+      ->check(CLI::IsMember({"native", "fp32", "bf16", "fp16", "fp8"}))->capture_default_str();
+  app->add_option("--accuracy-tokens", f->accuracy_tokens, "tokens of fp32's greedy text the accuracy runs over")
+      ->check(CLI::Range(int64_t{2}, int64_t{4096}))->capture_default_str();
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
   app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)");
   app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")

@@ -79,7 +79,8 @@ void quantize_block_fp8_e4m3(const float* x, uint8_t* dst) {
   }
   const int e = std::clamp(k + 127, kFp8MinScaleExp, kFp8MaxScaleExp);
   dst[0] = static_cast<uint8_t>(e);
-  for (int i = 0; i < kFp8BlockElements; ++i) dst[1 + i] = f32_to_fp8_e4m3(std::ldexp(x[i], 127 - e));
+  const float inv = std::ldexp(1.0f, 127 - e);  // a power of two, normal for e in [1, 246]: x * inv is exact
+  for (int i = 0; i < kFp8BlockElements; ++i) dst[1 + i] = f32_to_fp8_e4m3(x[i] * inv);
 }
 
 void dequantize_block_fp8_e4m3(const uint8_t* src, float* out) {

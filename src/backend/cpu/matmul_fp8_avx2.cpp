@@ -22,9 +22,10 @@ struct Fp8Avx2 {
   }
   static Vec f32(const float* p) { return _mm256_loadu_ps(p); }
   static Vec fp8(const uint8_t* p) {
-    const __m128i c = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m128i h = _mm_slli_epi16(c, 7);  // sign at bit 14, exponent and mantissa at 13..7
-    return _mm256_cvtph_ps(_mm_add_epi16(h, _mm_and_si128(h, _mm_set1_epi16(0x4000))));  // sign to bit 15
+    // Sign-extended, a negative code's word is 0xff00 | c: shifted left 7 its high byte leaves
+    // bit 15 set, and the code's own sign bit (now bit 14) is cleared by the and.
+    const __m128i c = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(c, 7), _mm_set1_epi16(static_cast<short>(0xbf80))));
   }
 };
 

@@ -21,9 +21,10 @@ struct Fp8Avx512 {
   static float hsum(Vec v) { return _mm512_reduce_add_ps(v); }
   static Vec f32(const float* p) { return _mm512_loadu_ps(p); }
   static Vec fp8(const uint8_t* p) {
-    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i h = _mm256_slli_epi16(c, 7);  // sign at bit 14, exponent and mantissa at 13..7
-    return _mm512_cvtph_ps(_mm256_add_epi16(h, _mm256_and_si256(h, _mm256_set1_epi16(0x4000))));  // sign to bit 15
+    // Sign-extended, a negative code's word is 0xff00 | c: shifted left 7 its high byte leaves
+    // bit 15 set, and the code's own sign bit (now bit 14) is cleared by the and.
+    const __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16(static_cast<short>(0xbf80))));
   }
 };
 

@@ -8,7 +8,7 @@
 // subnormals are m times their smallest step, 2^-9 and 2^-17). The F16C conversion then
 // gives f32, and the block's scale 2^(e - 127) times 2^8 (a normal f32 for e <= 246,
 // tensor/fp8.h) is one multiply per vector, shared by every token of the tile. Per 16
-// codes on AVX-512: load, vpmovzxbw, shift, and, add, vcvtph2ps, mul, then the FMAs.
+// codes on AVX-512: load, vpmovsxbw, shift, and, vcvtph2ps, mul, then the FMAs.
 //
 // An ISA supplies a trait V:
 //   Vec, kLanes, kR, kT, kR1     the f32 vector and width; tiles of kR rows x kT tokens,

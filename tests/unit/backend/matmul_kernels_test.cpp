@@ -137,7 +137,8 @@ TEST_P(MatmulKernelTest, KernelDescribesItself) {
   EXPECT_EQ(kernel_->weight, GetParam().weight);
   EXPECT_EQ(kernel_->isa, GetParam().isa);
   const DType w = GetParam().weight;
-  const bool bf16_dot = w == DType::BF16 && GetParam().isa == Isa::Avx512 && has_avx512_bf16();
+  const bool bf16_dot = GetParam().isa == Isa::Avx512 && has_avx512_bf16() &&
+                        (w == DType::BF16 || (w == DType::FP8_E4M3 && has_avx512_vbmi()));
   EXPECT_EQ(kernel_->act, bf16_dot                                 ? DType::BF16
                           : is_float(w) || w == DType::FP8_E4M3 ? DType::F32
                                                                    : DType::Q8_0);

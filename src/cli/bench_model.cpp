@@ -355,7 +355,7 @@ int run_bench_model(const BenchModelFlags& f) {
   if (Status s = load_compute_types(m, {r.compute_type}, "bench model", false); !s.ok()) return fail(s.message());
   r.cost = forward_cost(reads_for(*reads, r.compute_type));
   r.energy = energy_note();
-  if (r.compute_type != ComputeType::Native && r.compute_type != ComputeType::Fp32) {
+  if (r.compute_type != ComputeType::Native && r.compute_type != ComputeType::Fp32 && f.accuracy_tokens > 0) {
     progress("accuracy: %s vs fp32 over %lld tokens of fp32's greedy text", std::string(f.compute_type).c_str(),
              static_cast<long long>(f.accuracy_tokens));
     Result<ComputeAccuracy> a = accuracy_vs_fp32(m, *backend, *file, r.compute_type, f.accuracy_tokens);
@@ -432,8 +432,9 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
                   "weights to compute with: native (the file's), or fp32, bf16, fp16, fp8 converted at load (the "
                   "reduced ones also report KL divergence and top-1 agreement against fp32)")
       ->check(CLI::IsMember({"native", "fp32", "bf16", "fp16", "fp8"}))->capture_default_str();
-  app->add_option("--accuracy-tokens", f->accuracy_tokens, "tokens of fp32's greedy text the accuracy runs over")
-      ->check(CLI::Range(int64_t{2}, int64_t{4096}))->capture_default_str();
+  app->add_option("--accuracy-tokens", f->accuracy_tokens,
+                  "tokens of fp32's greedy text the accuracy runs over; 0: no accuracy run (it loads an fp32 copy)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))->capture_default_str();
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
   app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)");
   app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")

@@ -62,6 +62,8 @@ std::string openai_request_body(const BenchRequest& r, const OpenAiTarget& t) {
   body["stream_options"] = {{"include_usage", true}};
   if (r.ignore_eos) body["ignore_eos"] = true;
   if (t.send_priority) body["priority"] = priority_value(r.priority);
+  if (!t.compute_types.empty())
+    body["compute_type"] = t.compute_types[static_cast<size_t>(r.index) % t.compute_types.size()];
   return body.dump();
 }
 

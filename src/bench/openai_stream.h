@@ -22,6 +22,7 @@ struct OpenAiTarget {
   std::string endpoint = "/v1/completions";  // or a path ending in /chat/completions
   std::string model;                         // empty: not sent (the server's one model)
   bool send_priority = false;                // add `priority` (-1, 0, 1) to the body
+  std::vector<std::string> compute_types;    // non-empty: request i sends compute_type [i % size]
 };
 
 /// @brief Whether the endpoint takes chat messages rather than a prompt.

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <new>
@@ -21,11 +23,15 @@
 #include "backend/cpu/machine_limits.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "cli/bench.h"
+#include "cli/compute_types.h"
+#include "engine/compute_accuracy.h"
+#include "engine/generator.h"
 #include "engine/model_bench.h"
 #include "format/gguf.h"
 #include "model/forward_cost.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
+#include "tokenizer/tokenizer.h"
 
 namespace th::cli {
 
@@ -56,6 +62,8 @@ struct BenchModelFlags {
   int64_t probe_mib = 2048;
   int probe_reps = 5;
   double probe_ms = 100;
+  std::string compute_type = "native";
+  int64_t accuracy_tokens = 128;
 };
 
 // The backend under test: the CPU backend with --threads workers, at one ISA.
@@ -251,7 +259,47 @@ struct BenchModelRun {
   MachinePeaks peaks;
   Json probes = Json::object();
   std::vector<IsaRun> runs;
+  ComputeType compute_type = ComputeType::Native;
+  std::optional<ComputeAccuracy> accuracy;  // against fp32, for the reduced types
+  std::string energy;                       // why there is no joules-per-token figure
 };
+
+// Where the machine exposes energy counters; none read yet, so every run says which is absent.
+std::string energy_note() {
+  std::error_code ec;
+  if (!std::filesystem::exists("/sys/class/powercap", ec))
+    return "no energy counters: /sys/class/powercap is absent (no RAPL); joules per token not reported";
+  return "energy counters under /sys/class/powercap exist but are not read yet; joules per token not reported";
+}
+
+// The matrices' reads as the compute type's copy holds them (model/weight_sets.cpp converts every
+// matrix whose type differs; lookups stay the file's).
+std::vector<MatrixRead> reads_for(std::vector<MatrixRead> reads, ComputeType t) {
+  if (const std::optional<DType> to = compute_type_weight_dtype(t))
+    for (MatrixRead& m : reads)
+      if (!m.lookup) m.type = *to;
+  return reads;
+}
+
+// KL divergence and top-1 agreement of `t` against fp32 over fp32's greedy text from BOS.
+Result<ComputeAccuracy> accuracy_vs_fp32(LlamaModel& m, Backend& backend, const GgufFile& file, ComputeType t,
+                                         int64_t n_tokens) {
+  TH_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(file));
+  TH_RETURN_IF_ERROR(m.add_compute_type(ComputeType::Fp32));
+  std::vector<int32_t> text = {tok.bos()};
+  Generator gen(m, backend, {});
+  GenerateOptions o;
+  o.max_tokens = n_tokens - 1;
+  o.ignore_eos = true;
+  o.compute_type = ComputeType::Fp32;
+  TH_ASSIGN_OR_RETURN(GenerateStats st, gen.run(text, o, [&](int32_t id) {
+    text.push_back(id);
+    return true;
+  }));
+  (void)st;
+  return compare_compute_types(m, backend, text, ComputeType::Fp32, t);
+}
+
 
 Json speeds_json(const std::map<int64_t, Speed>& m, const std::function<Json(int64_t, const Speed&)>& value) {
   Json o = Json::object();
@@ -317,6 +365,12 @@ void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
   j["probes"] = r.probes;
   j["runs"] = Json::array();
   for (const IsaRun& run : r.runs) j["runs"].push_back(run_json(f, r, run));
+  j["compute_type"] = compute_type_name(r.compute_type);
+  if (r.accuracy)
+    j["accuracy_vs_fp32"] = {{"positions", r.accuracy->positions}, {"mean_kl", r.accuracy->mean_kl},
+                             {"max_kl", r.accuracy->max_kl}, {"top1_agreement", r.accuracy->top1_agreement}};
+  j["joules_per_token"] = nullptr;
+  j["energy"] = r.energy;
   std::printf("%s\n", j.dump(2).c_str());
 }
 
@@ -337,7 +391,13 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
   std::printf("machine  %d threads: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s (probes at %s)\n", f.threads,
               or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(), or_dash(r.peaks.int8_gops, "%.0f").c_str(),
               or_dash(r.peaks.fp32_gflops, "%.0f").c_str(), std::string(cpu::isa_name(cpu::best_isa())).c_str());
-  std::printf("medians of %d reps; decode ceilings count weight bytes only\n", f.reps);
+  std::printf("compute type %s; medians of %d reps; decode ceilings count weight bytes only\n",
+              std::string(compute_type_name(r.compute_type)).c_str(), f.reps);
+  if (r.accuracy)
+    std::printf("accuracy vs fp32 over %lld positions: mean KL %.3g nats (max %.3g), top-1 agreement %.1f%%\n",
+                static_cast<long long>(r.accuracy->positions), r.accuracy->mean_kl, r.accuracy->max_kl,
+                100 * r.accuracy->top1_agreement);
+  std::printf("energy   %s\n", r.energy.c_str());
   auto row = [&](const std::string& test, double v, double ceiling) {
     std::printf("%-28s %12.2f %12s %8s\n", test.c_str(), v, or_dash(ceiling, "%.2f").c_str(),
                 or_dash(pct(v, ceiling), "%.1f").c_str());
@@ -361,7 +421,7 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
 
 // Every test at one ISA: prefill, batch-1 decode at each context, batched decode.
 Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend, const std::vector<MatrixRead>& reads,
-                       cpu::Isa isa) {
+                       cpu::Isa isa, ComputeType type) {
   IsaRun run;
   run.isa = isa;
   run.backend_name = std::string(backend.name());
@@ -369,16 +429,16 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
     if (!mr.lookup) run.kernels[std::string(dtype_name(mr.type))] = cpu::describe_matmul_kernel(mr.type, isa);
   progress("isa %s", std::string(cpu::isa_name(isa)).c_str());
   // One untimed token first: the weights' pages come in from the file here, not in a timed run.
-  TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed).status());
+  TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed, type).status());
 
   progress("prefill: %lld tokens in chunks of %lld", static_cast<long long>(f.prompt), static_cast<long long>(f.ubatch));
   TH_ASSIGN_OR_RETURN(run.prefill, repeat(f.reps, static_cast<double>(f.prompt), "prefill", [&] {
-                        return time_prefill(m, backend, f.prompt, f.ubatch, f.seed);
+                        return time_prefill(m, backend, f.prompt, f.ubatch, f.seed, type);
                       }));
   for (int64_t ctx : f.contexts) {
     progress("decode: %lld tokens, batch 1, after %lld", static_cast<long long>(f.gen), static_cast<long long>(ctx));
     TH_ASSIGN_OR_RETURN(run.decode[ctx], repeat(f.reps, static_cast<double>(f.gen), "decode", [&] {
-                          return time_decode(m, backend, 1, ctx, f.gen, f.seed);
+                          return time_decode(m, backend, 1, ctx, f.gen, f.seed, type);
                         }));
   }
   const int64_t ctx = f.contexts.front();
@@ -390,7 +450,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
     progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
     const std::string what = "batch " + std::to_string(b);
     TH_ASSIGN_OR_RETURN(run.batched[b], repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(), [&] {
-                          return time_decode(m, backend, b, ctx, f.batch_gen, f.seed);
+                          return time_decode(m, backend, b, ctx, f.batch_gen, f.seed, type);
                         }));
   }
   return run;
@@ -413,14 +473,25 @@ int run_bench_model(const BenchModelFlags& f) {
       if (!rd.ok()) return fail(rd.message());
       reads = std::move(*rd);
       r.path = *path;
-      r.cost = forward_cost(reads);
+      r.compute_type = parse_compute_type(f.compute_type).value_or(ComputeType::Native);
+      r.cost = forward_cost(reads_for(reads, r.compute_type));
+      r.energy = energy_note();
       r.info = model_info(*file, c, reads);
       r.config = c;
       Result<MachinePeaks> peaks = measure_peaks(f, cpu::best_isa(), r.probes);  // while nothing else of ours runs
       if (!peaks.ok()) return fail(peaks.message());
       r.peaks = *peaks;
     }
-    Result<IsaRun> run = run_isa(f, **model, *backend, reads, isa);
+    if (Status s = load_compute_types(**model, {r.compute_type}, "bench model", false); !s.ok()) return fail(s.message());
+    if (r.runs.empty() && r.compute_type != ComputeType::Native && r.compute_type != ComputeType::Fp32 &&
+        f.accuracy_tokens > 0) {
+      progress("accuracy: %s vs fp32 over %lld tokens of fp32's greedy text", std::string(f.compute_type).c_str(),
+               static_cast<long long>(f.accuracy_tokens));
+      Result<ComputeAccuracy> a = accuracy_vs_fp32(**model, *backend, *file, r.compute_type, f.accuracy_tokens);
+      if (!a.ok()) return fail(a.message());
+      r.accuracy = *a;
+    }
+    Result<IsaRun> run = run_isa(f, **model, *backend, reads_for(reads, r.compute_type), isa, r.compute_type);
     if (!run.ok()) return fail(run.message());
     r.runs.push_back(std::move(*run));
   }
@@ -457,6 +528,13 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
       ->check(list_validator([](const std::string& v) { return parse_isa_list(v).status(); }));
   app->add_option("--reps", f->reps, "repetitions of each test (the median is reported)")->check(CLI::Range(1, 1000));
   app->add_option("--seed", f->seed, "seed of the random token ids");
+  app->add_option("--compute-type", f->compute_type,
+                  "weights to compute with: native (the file's), or fp32, bf16, fp16, fp8 converted at load (the "
+                  "reduced ones also report KL divergence and top-1 agreement against fp32)")
+      ->check(CLI::IsMember({"native", "fp32", "bf16", "fp16", "fp8"}))->capture_default_str();
+  app->add_option("--accuracy-tokens", f->accuracy_tokens,
+                  "tokens of fp32's greedy text the accuracy runs over; 0: no accuracy run (it loads an fp32 copy)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))->capture_default_str();
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
   app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)");
   app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")

@@ -40,6 +40,7 @@ struct ServeBenchOptions {
   int64_t num_prompts = 1000;
   double duration_s = 0;
   std::string request_rate = "inf", priority_mix;
+  std::string compute_types;  // "fp32,bf16": request i sends compute_type [i % n]
   double burstiness = 1.0;
   int64_t max_concurrency = 0;
   std::vector<std::string> goodput, compare;
@@ -151,6 +152,7 @@ int run_bench_serve(ServeBenchOptions o) {
                            {"burstiness", o.burstiness},
                            {"max_concurrency", o.max_concurrency},
                            {"priority_mix", o.priority_mix},
+                           {"compute_types", o.compute_types},
                            {"ignore_eos", o.workload.ignore_eos},
                            {"seed", o.workload.seed},
                            {"started_at", utc_now()}};
@@ -161,6 +163,11 @@ int run_bench_serve(ServeBenchOptions o) {
   target.endpoint = o.endpoint;
   target.model = o.model;
   target.send_priority = o.workload.priorities.given;
+  for (size_t at = 0; !o.compute_types.empty() && at <= o.compute_types.size();) {
+    const size_t comma = std::min(o.compute_types.find(',', at), o.compute_types.size());
+    target.compute_types.push_back(o.compute_types.substr(at, comma - at));  // the server validates each
+    at = comma + 1;
+  }
   const StreamFn transport = std::move(*stream);
   const bench::Sender send = [&transport, &target](const bench::BenchRequest& r) {
     return bench::run_openai_stream(transport, r, target);
@@ -183,6 +190,11 @@ int run_bench_serve(ServeBenchOptions o) {
   const bench::BenchStats stats = bench::compute_stats(result->records, result->duration_s, *goodput);
   const std::string title = cat(o.url, o.endpoint, "  ", (*workload)->describe());
   std::fputs(bench::stats_table(stats, title).c_str(), stdout);
+  // Joules per token need the server machine's counters (RAPL under /sys/class/powercap, or
+  // nvidia-smi), which a client cannot read: say so rather than estimate.
+  std::fputs("bench serve: energy not measured (a client cannot read the server's RAPL or GPU counters); no joules "
+             "per token\n",
+             stderr);
   std::fflush(stdout);
   if (!o.json_path.empty()) {
     Status st = write_file(o.json_path, bench::stats_json(stats, config).dump(2) + "\n");
@@ -221,6 +233,8 @@ BenchSubcommand add_bench_serve(CLI::App& bench) {
   app->add_option("--max-concurrency", o.max_concurrency, "requests in flight at most (0: no cap)");
   app->add_option("--seed", o.workload.seed, "seed of prompts, lengths, priorities and arrivals");
   app->add_option("--priority-mix", o.priority_mix, "e.g. high=0.1,normal=0.8,low=0.1 (sends `priority`)");
+  app->add_option("--compute-types", o.compute_types,
+                  "e.g. fp32,bf16,fp16,fp8: request i sends compute_type number i % 4 (tokenhive's field)");
   app->add_option("--goodput", o.goodput, "targets in ms: ttft:MS tpot:MS e2el:MS")->expected(1, 3);
   app->add_flag("--ignore-eos,!--no-ignore-eos", o.workload.ignore_eos,
                 "ask the server to generate exactly max_tokens (default on)");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "cli/compute_types.h"
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
 #include "engine/generator.h"
@@ -33,7 +34,7 @@ int run_generate(int argc, char** argv) {
   SamplingParams& sp = opt.sampling;
   int64_t seed = -1;
   int n_threads = 0;
-  std::string key_file;
+  std::string key_file, compute_type = "native";
   app.add_option("-m,--model", model_flag, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("-p,--prompt", prompt, "prompt text; '' starts from BOS alone");
   app.add_option("-n,--n-predict", opt.max_tokens, "tokens to generate; -1: until end of text or context")
@@ -51,6 +52,10 @@ int run_generate(int argc, char** argv) {
   app.add_option("-s,--seed", seed, "random seed; -1: a random one (printed)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.add_option("--key-file", key_file, "key of an encrypted model: a file, env:VAR or cmd:COMMAND");
+  app.add_option("--compute-type", compute_type,
+                 "the weights to compute with: fp32, bf16, fp16, fp8 (converted once at load), native or auto (the "
+                 "file's own)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "fp8", "native"}))->capture_default_str();
   app.add_flag("--ignore-eos", opt.ignore_eos, "keep generating past end-of-text tokens");
   app.add_option("-t,--threads", n_threads, "compute threads; 0: one per physical core")
       ->check(CLI::Range(0, 4096));
@@ -72,6 +77,10 @@ int run_generate(int argc, char** argv) {
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, opt.n_ctx);
   if (!model.ok()) return fail(model.message());
+  opt.compute_type = parse_compute_type(compute_type).value_or(ComputeType::Native);
+  if (opt.compute_type == ComputeType::Auto) opt.compute_type = ComputeType::Native;
+  if (Status s = load_compute_types(**model, {opt.compute_type}, "generate", false); !s.ok())
+    return fail("--compute-type " + compute_type + ": " + s.message());
 
   // BOS, then the prompt as SentencePiece encodes it (with its leading space).
   std::vector<int32_t> ids = tok->encode(prompt, /*add_special=*/true, /*parse_special=*/true);

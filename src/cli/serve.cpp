@@ -26,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "base/cpu_set.h"
+#include "cli/compute_types.h"
 #include "cli/flag_env.h"
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
@@ -70,6 +71,8 @@ struct ServeFlags {
   int64_t kv_cache_mib = 1024;
   int64_t host_kv_mib = 0;
   std::string kv_dtype = "f32";
+  std::string compute_types = "native";
+  std::string default_compute_type = "native";
   int64_t max_model_len = 0;
   int64_t max_pending = 256;
   double shutdown_timeout = 30;
@@ -123,6 +126,12 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
   app.add_option("--host-kv-mib", f.host_kv_mib, "memory of the host KV tier that preempted sequences swap to (MiB); 0: none")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
   app.add_option("--kv-dtype", f.kv_dtype, "KV cache type")->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
+  app.add_option("--compute-types", f.compute_types,
+                 "compute types requests may ask for (comma-separated: fp32, bf16, fp16, fp8, native; native is "
+                 "always loaded); " + std::string(kComputeTypeCosts))
+      ->capture_default_str();
+  app.add_option("--default-compute-type", f.default_compute_type, "what a request's compute_type \"auto\" means")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "native"}))->capture_default_str();
   app.add_option("--max-model-len", f.max_model_len, "positions per sequence; 0: the model's context")->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("--max-pending", f.max_pending, "requests in the engine at once; more get 429")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--shutdown-timeout", f.shutdown_timeout, "seconds in-flight requests get to finish after SIGTERM")
@@ -334,8 +343,24 @@ int run_serve(int argc, char** argv) {
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, f.max_model_len);
   if (!model.ok()) return fail(model.message());
 
+  std::string list_error;
+  std::optional<std::vector<ComputeType>> types = parse_compute_type_list(f.compute_types, &list_error);
+  if (!types) return fail("--compute-types: " + list_error);
+  const ComputeType default_type = parse_compute_type(f.default_compute_type).value_or(ComputeType::Native);
+  // The default must be loaded; the others that cannot be are skipped (requests for them get
+  // a 400 that says why).
+  types->push_back(default_type);
+  if (Status s = load_compute_types(**model, *types, "serve", true,
+                                    [&](ComputeType t, size_t bytes) {
+                                      metrics.set_weight_bytes(compute_type_name(t), static_cast<double>(bytes));
+                                    });
+      !s.ok())
+    return fail(s.message());
   Result<EngineConfig> ec = engine_config(f, (*model)->config(), *tok);
   if (!ec.ok()) return fail(ec.message());
+  ec->default_compute_type = default_type;
+  if (!(*model)->has_compute_type(default_type))
+    return fail("--default-compute-type " + f.default_compute_type + ": " + (*model)->unavailable_reason(default_type));
   Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, *ec);
   if (!engine.ok()) return fail(engine.message());
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());

@@ -15,8 +15,9 @@ namespace {
 
 constexpr int32_t kMaxLogprobs = 20;  // OpenAI's cap on top_logprobs
 
-Status validate_request(const GenerateRequest& r, int64_t n_vocab, int64_t max_model_len, int64_t pool_positions,
-                        int64_t model_ctx) {
+Status validate_request(const GenerateRequest& r, const LlamaModel& model, int64_t max_model_len,
+                        int64_t pool_positions) {
+  const int64_t n_vocab = model.config().n_vocab, model_ctx = model.config().n_ctx_train;
   if (r.prompt.empty()) return Status::error("request: empty prompt (start from BOS at least)");
   for (int32_t id : r.prompt)
     if (id < 0 || id >= n_vocab) return Status::errorf("request: prompt token ", id, " is outside the vocabulary of ", n_vocab);
@@ -29,9 +30,12 @@ Status validate_request(const GenerateRequest& r, int64_t n_vocab, int64_t max_m
     return Status::errorf("request: min_tokens must be in [0, max_tokens], got ", r.min_tokens);
   if (r.logprobs < -1 || r.logprobs > kMaxLogprobs)
     return Status::errorf("request: logprobs must be in [-1, ", kMaxLogprobs, "], got ", r.logprobs);
-  if (r.compute_type != ComputeType::Auto && r.compute_type != ComputeType::Fp32)
+  if (!model.has_compute_type(r.compute_type)) {
+    const std::string why = model.unavailable_reason(r.compute_type);
     return Status::errorf("request: compute type ", compute_type_name(r.compute_type),
-                          " is not supported by this engine, which computes in fp32 (ask for fp32 or auto)");
+                          " is not loaded on this server (loaded: ", compute_type_list_text(model.compute_types()),
+                          why.empty() ? "; serve --compute-types loads more)" : "): " + why);
+  }
   const int64_t n = static_cast<int64_t>(r.prompt.size());
   if (n >= max_model_len)
     return Status::errorf("request: a prompt of ", n, " tokens leaves no room to generate: a sequence holds at most ",
@@ -49,6 +53,9 @@ Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, Backend& backe
     return Status::errorf("engine: need 1 <= max_seqs <= token_budget, got max_seqs ", config.max_seqs,
                           ", token_budget ", config.token_budget);
   if (config.kv.primary_blocks < 1) return Status::error("engine: the primary KV tier needs at least one block");
+  if (config.default_compute_type == ComputeType::Auto || !model.has_compute_type(config.default_compute_type))
+    return Status::errorf("engine: the default compute type ", compute_type_name(config.default_compute_type),
+                          " is not loaded (loaded: ", compute_type_list_text(model.compute_types()), ")");
   for (int32_t id : config.end_of_generation)
     if (id < 0 || id >= c.n_vocab) return Status::errorf("engine: end-of-generation token ", id, " is outside the vocabulary");
   TH_ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::create(backend, c.n_layer, c.kv_dim(), config.kv));
@@ -72,9 +79,9 @@ Engine::~Engine() {
 }
 
 Result<RequestStream> Engine::submit(GenerateRequest request, std::function<void()> on_event) {
-  const ModelConfig& c = model_->config();
-  if (Status s = validate_request(request, c.n_vocab, max_model_len_, config_.kv.primary_blocks * config_.kv.block_size,
-                                  c.n_ctx_train);
+  // A request's compute type is fixed here, once: preemption, swap and recompute keep it.
+  if (request.compute_type == ComputeType::Auto) request.compute_type = config_.default_compute_type;
+  if (Status s = validate_request(request, *model_, max_model_len_, config_.kv.primary_blocks * config_.kv.block_size);
       !s.ok()) {
     rejected_.fetch_add(1);
     return s;
@@ -187,44 +194,69 @@ Status Engine::run_batch(const Decision& d) {
   if (Status p = kv_->prepare(entries); !p.ok())
     return Status::errorf("engine: the KV cache refused the scheduler's plan: ", p.message());
 
+  // One forward pass per compute type in the step, each over its own sequences only (a
+  // matmul reads one weight copy), so a sequence's results never depend on the other types
+  // in the batch. The KV transaction spans them all.
   const Clock::time_point now = Clock::now();
-  ForwardBatch fb;
-  std::vector<uint64_t> sampled;  // sequences whose last token's logits come back, in batch order
+  std::vector<ComputeType> types;
+  for (const KvStepEntry& e : entries) {
+    const ComputeType t = seqs_.at(static_cast<uint64_t>(e.seq))->request.compute_type;
+    if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  }
+  std::vector<uint64_t> sampled;   // sequences whose last token's logits come back, in order
   std::vector<uint64_t> embedded;  // embedding sequences whose prompt this step completes
   std::vector<std::pair<uint64_t, int64_t>> hidden_rows;  // (sequence, position) of each hidden state asked for
-  std::vector<uint8_t> want_hidden;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    Sequence& s = *seqs_.at(static_cast<uint64_t>(entries[i].seq));
-    const int64_t from = kv_->computed(entries[i].seq), to = entries[i].target;
-    if (!s.first_scheduled) {
-      s.first_scheduled = now;
-      s.metrics.queue_seconds = seconds(now - s.submitted);
-      s.metrics.prefix_hit_tokens = from;
+  std::vector<float> sampled_logits, part_hidden;
+  hidden_.clear();
+  int64_t computed = 0;
+  for (ComputeType type : types) {
+    ForwardBatch fb;
+    std::vector<uint8_t> want_hidden;
+    const size_t hidden_before = hidden_rows.size();
+    for (const KvStepEntry& e : entries) {
+      Sequence& s = *seqs_.at(static_cast<uint64_t>(e.seq));
+      if (s.request.compute_type != type) continue;
+      const int64_t from = kv_->computed(e.seq), to = e.target;
+      if (!s.first_scheduled) {
+        s.first_scheduled = now;
+        s.metrics.queue_seconds = seconds(now - s.submitted);
+        s.metrics.prefix_hit_tokens = from;
+      }
+      if (s.state != SeqState::Decoding) s.state = SeqState::Prefilling;
+      const auto i = static_cast<int32_t>(fb.tables.size());
+      fb.tables.push_back(kv_->table(e.seq));
+      const Pooling pool = s.request.pooling;
+      for (int64_t p = from; p < to; ++p) {
+        const bool last = p + 1 == s.n_tokens();
+        fb.add(s.tokens[static_cast<size_t>(p)], i, static_cast<int32_t>(p), last && pool == Pooling::None);
+        const bool hidden = pool == Pooling::Mean || (pool == Pooling::Last && last);
+        want_hidden.push_back(hidden ? 1 : 0);
+        if (hidden) hidden_rows.emplace_back(s.id, p);
+      }
+      if (to == s.n_tokens()) (pool == Pooling::None ? sampled : embedded).push_back(s.id);
     }
-    if (s.state != SeqState::Decoding) s.state = SeqState::Prefilling;
-    fb.tables.push_back(kv_->table(entries[i].seq));
-    const Pooling pool = s.request.pooling;
-    for (int64_t p = from; p < to; ++p) {
-      const bool last = p + 1 == s.n_tokens();
-      fb.add(s.tokens[static_cast<size_t>(p)], static_cast<int32_t>(i), static_cast<int32_t>(p), last && pool == Pooling::None);
-      const bool hidden = pool == Pooling::Mean || (pool == Pooling::Last && last);
-      want_hidden.push_back(hidden ? 1 : 0);
-      if (hidden) hidden_rows.emplace_back(s.id, p);
+    const bool any_hidden = hidden_rows.size() > hidden_before;
+    if (any_hidden) fb.want_hidden = std::move(want_hidden);
+    if (Status f = model_->forward(fb, kv_->primary(), &logits_, type, any_hidden ? &part_hidden : nullptr); !f.ok()) {
+      kv_->rollback();
+      return Status::errorf("engine: forward pass failed: ", f.message());
     }
-    if (to == s.n_tokens()) (pool == Pooling::None ? sampled : embedded).push_back(s.id);
-  }
-  if (!hidden_rows.empty()) fb.want_hidden = std::move(want_hidden);
-  if (Status f = model_->forward(fb, kv_->primary(), &logits_, hidden_rows.empty() ? nullptr : &hidden_); !f.ok()) {
-    kv_->rollback();
-    return Status::errorf("engine: forward pass failed: ", f.message());
+    if (types.size() == 1) {
+      sampled_logits.swap(logits_);
+    } else {
+      sampled_logits.insert(sampled_logits.end(), logits_.begin(), logits_.end());
+    }
+    if (any_hidden) hidden_.insert(hidden_.end(), part_hidden.begin(), part_hidden.end());
+    computed += static_cast<int64_t>(fb.size());
   }
   kv_->commit();
-  counters_.tokens_computed += static_cast<int64_t>(fb.size());
+  counters_.tokens_computed += computed;
 
   const Clock::time_point done = Clock::now();
   const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
   for (size_t k = 0; k < sampled.size(); ++k)
-    sample_and_emit(*seqs_.at(sampled[k]), std::span<float>(logits_.data() + k * n_vocab, n_vocab), done);
+    sample_and_emit(*seqs_.at(sampled[k]), std::span<float>(sampled_logits.data() + k * n_vocab, n_vocab), done);
+  if (types.size() == 1) logits_.swap(sampled_logits);  // keep the buffer's capacity for the next step
   pool_hidden(hidden_rows);
   for (uint64_t id : embedded) finish_embedding(*seqs_.at(id), done);
   return ok_status();

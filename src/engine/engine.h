@@ -43,6 +43,7 @@ struct EngineConfig {
   std::shared_ptr<const Scheduler> scheduler;  // null: PriorityScheduler with its default ageing
   std::vector<int32_t> end_of_generation;      // stop tokens unless ignore_eos; the caller takes them from its vocab
   bool check_invariants = false;               // recount the KV cache's references after every step (tests)
+  ComputeType default_compute_type = ComputeType::Native;  // what `auto` means; must be loaded in the model
 };
 
 class Engine {
@@ -57,7 +58,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   /// @brief Validates and queues a request (any thread). A request the engine can never serve
-  /// (bad ids or params, an unsupported compute type, a prompt that does not fit one sequence's
+  /// (bad ids or params, a compute type the model did not load, a prompt that does not fit one sequence's
   /// KV) is refused here with the reason.
   /// `on_event`, when set, runs on the engine thread after each event is queued on the
   /// stream (see RequestChannel): a consumer serving many streams waits on it instead of

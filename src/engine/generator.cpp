@@ -51,7 +51,7 @@ Result<GenerateStats> Generator::run(const std::vector<int32_t>& prompt, const G
     b.tables = {table};
     for (int64_t p = start; p < end; ++p)
       b.add(prompt[static_cast<size_t>(p)], 0, static_cast<int32_t>(p), p == n_prompt - 1);
-    TH_RETURN_IF_ERROR(model_->forward(b, kv, &logits));
+    TH_RETURN_IF_ERROR(model_->forward(b, kv, &logits, opt.compute_type));
   }
   st.prompt_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
@@ -74,7 +74,7 @@ Result<GenerateStats> Generator::run(const std::vector<int32_t>& prompt, const G
     ForwardBatch b;
     b.tables = {table};
     b.add(token, 0, static_cast<int32_t>(pos), true);
-    TH_RETURN_IF_ERROR(model_->forward(b, kv, &logits));
+    TH_RETURN_IF_ERROR(model_->forward(b, kv, &logits, opt.compute_type));
   }
   st.generate_seconds = seconds_since(t0);
   kv.release(table);

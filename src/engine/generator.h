@@ -22,6 +22,7 @@ struct GenerateOptions {
   int64_t n_ctx = 0;         // 0: the model's training context
   int64_t n_batch = 512;     // prompt tokens per forward pass (chunked prefill)
   bool ignore_eos = false;
+  ComputeType compute_type = ComputeType::Native;  // must be loaded in the model
 };
 
 struct GenerateStats {

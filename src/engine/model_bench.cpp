@@ -32,7 +32,8 @@ Result<KvCache> make_cache(LlamaModel& model, Backend& backend, int64_t n_seqs, 
 
 }  // namespace
 
-Result<double> time_prefill(LlamaModel& model, Backend& backend, int64_t n_prompt, int64_t ubatch, uint64_t seed) {
+Result<double> time_prefill(LlamaModel& model, Backend& backend, int64_t n_prompt, int64_t ubatch, uint64_t seed,
+                            ComputeType type) {
   if (n_prompt < 1 || ubatch < 1)
     return Status::errorf("bench: prompt ", n_prompt, " and ubatch ", ubatch, " must be >= 1");
   TH_ASSIGN_OR_RETURN(KvCache kv, make_cache(model, backend, 1, n_prompt));
@@ -48,12 +49,12 @@ Result<double> time_prefill(LlamaModel& model, Backend& backend, int64_t n_promp
   }
   std::vector<float> logits;
   const double t0 = now_seconds();
-  for (const ForwardBatch& b : chunks) TH_RETURN_IF_ERROR(model.forward(b, kv, &logits));
+  for (const ForwardBatch& b : chunks) TH_RETURN_IF_ERROR(model.forward(b, kv, &logits, type));
   return now_seconds() - t0;
 }
 
 Result<double> time_decode(LlamaModel& model, Backend& backend, int64_t n_seqs, int64_t n_context, int64_t n_steps,
-                           uint64_t seed) {
+                           uint64_t seed, ComputeType type) {
   if (n_seqs < 1 || n_context < 1 || n_steps < 1)
     return Status::errorf("bench: sequences ", n_seqs, ", context ", n_context, " and steps ", n_steps,
                           " must be >= 1");
@@ -70,7 +71,7 @@ Result<double> time_decode(LlamaModel& model, Backend& backend, int64_t n_seqs, 
   for (int64_t s = 0; s < n_seqs; ++s)
     for (int64_t p = 0; p < n_context; ++p)
       prompt.add(tokens.next(), static_cast<int32_t>(s), static_cast<int32_t>(p), p == n_context - 1);
-  TH_RETURN_IF_ERROR(model.forward(prompt, kv, &logits));
+  TH_RETURN_IF_ERROR(model.forward(prompt, kv, &logits, type));
 
   // Every step's batch is built before the clock starts; the timed loop is forward passes only.
   std::vector<ForwardBatch> steps(static_cast<size_t>(n_steps));
@@ -81,7 +82,7 @@ Result<double> time_decode(LlamaModel& model, Backend& backend, int64_t n_seqs, 
       b.add(tokens.next(), static_cast<int32_t>(s), static_cast<int32_t>(n_context + i), true);
   }
   const double t0 = now_seconds();
-  for (const ForwardBatch& b : steps) TH_RETURN_IF_ERROR(model.forward(b, kv, &logits));
+  for (const ForwardBatch& b : steps) TH_RETURN_IF_ERROR(model.forward(b, kv, &logits, type));
   return now_seconds() - t0;
 }
 

@@ -14,12 +14,13 @@ namespace th {
 
 /// @brief Seconds to run an n_prompt-token prompt through the model in chunks of `ubatch`
 /// tokens (one forward pass each; logits for the last token only), into an empty cache.
-Result<double> time_prefill(LlamaModel& model, Backend& backend, int64_t n_prompt, int64_t ubatch, uint64_t seed);
+Result<double> time_prefill(LlamaModel& model, Backend& backend, int64_t n_prompt, int64_t ubatch, uint64_t seed,
+                            ComputeType type = ComputeType::Native);
 
 /// @brief Seconds for n_steps decode steps of n_seqs sequences at once: each step is one
 /// forward pass of n_seqs tokens (one per sequence, each wanting logits). Before the clock
 /// starts, each sequence gets an n_context-token prompt (n_context >= 1), prefilled together.
 Result<double> time_decode(LlamaModel& model, Backend& backend, int64_t n_seqs, int64_t n_context, int64_t n_steps,
-                           uint64_t seed);
+                           uint64_t seed, ComputeType type = ComputeType::Native);
 
 }  // namespace th

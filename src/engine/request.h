@@ -13,14 +13,10 @@
 #include "base/status.h"
 #include "engine/finish_reason.h"
 #include "engine/sampler.h"
+#include "model/compute_type.h"
 
 namespace th {
 
-/// @brief The arithmetic a request asks for. The CPU engine computes in fp32 (`auto` means fp32
-/// there); a request for a type the engine cannot compute is rejected at submission, never
-/// silently computed in another.
-enum class ComputeType : uint8_t { Auto, Fp32, Fp16, Bf16, Fp8 };
-std::string_view compute_type_name(ComputeType t);
 
 /// @brief How an embedding request pools its prompt's final hidden states; None: a generation.
 enum class Pooling : uint8_t { None, Mean, Last };
@@ -32,6 +28,8 @@ struct GenerateRequest {
   std::vector<int32_t> stop_token_ids;  // stop at these too (even with ignore_eos)
   bool ignore_eos = false;              // go on past end-of-generation tokens
   int32_t priority = 0;                 // lower = more important; see Priority
+  // The weight copy it computes with (model/compute_type.h); Auto is the engine's default,
+  // resolved at submission. A type the model did not load is refused, never substituted.
   ComputeType compute_type = ComputeType::Auto;
   std::string tenant;                   // prefix-cache namespace: tenants never share cached blocks
   std::string cache_salt;               // further isolation within a tenant

@@ -47,7 +47,8 @@ struct Sequence {
            int64_t max_generated_, int64_t block_size)
       : id(id_), request(std::move(req)), channel(std::move(ch)), sampler(request.sampling),
         tokens(request.prompt), n_prompt(static_cast<int64_t>(tokens.size())), max_generated(max_generated_),
-        root(prefix_root(request.tenant, request.cache_salt)), submitted(submitted_) {
+        root(prefix_root(request.tenant, request.cache_salt, compute_type_name(request.compute_type))),
+        submitted(submitted_) {
     // Without hashes a sequence neither finds nor publishes cached blocks.
     if (request.pooling != Pooling::Mean) extend_block_hashes(hashes, root, tokens, block_size);
   }

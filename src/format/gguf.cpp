@@ -261,7 +261,7 @@ Status read_tensor_info(Reader& r, uint64_t alignment, size_t size, GgufTensor* 
   }
   uint32_t raw_type = 0;
   if (Status s = r.read(&raw_type, "tensor type"); !s.ok()) return fail_t(s);
-  const DTypeInfo* info = dtype_info(raw_type);
+  const DTypeInfo* info = raw_type < kFirstOwnDType ? dtype_info(raw_type) : nullptr;
   if (!info) return fail_t(unsupported_type(raw_type));
   t->type = info->type;
   if (t->dims[0] % info->block_size != 0)

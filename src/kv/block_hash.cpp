@@ -10,7 +10,7 @@ namespace {
 BlockHash from_xxh(XXH128_hash_t h) { return {h.low64, h.high64}; }
 }  // namespace
 
-BlockHash prefix_root(std::string_view tenant, std::string_view salt) {
+BlockHash prefix_root(std::string_view tenant, std::string_view salt, std::string_view weights) {
   // Length-prefixed fields, so ("ab", "c") and ("a", "bc") differ.
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
@@ -19,6 +19,13 @@ BlockHash prefix_root(std::string_view tenant, std::string_view salt) {
   XXH3_128bits_update(st, tenant.data(), tenant.size());
   XXH3_128bits_update(st, &ns, sizeof ns);
   XXH3_128bits_update(st, salt.data(), salt.size());
+  // The weights that computed the KV (a compute type's copy): another copy's K/V differ, so
+  // its blocks are never shared. Absent (empty) leaves the root as it was without it.
+  if (!weights.empty()) {
+    const uint64_t nw = weights.size();
+    XXH3_128bits_update(st, &nw, sizeof nw);
+    XXH3_128bits_update(st, weights.data(), weights.size());
+  }
   const BlockHash h = from_xxh(XXH3_128bits_digest(st));
   XXH3_freeState(st);
   return h;

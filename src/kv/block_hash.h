@@ -21,7 +21,7 @@ struct BlockHash {
 
 /// @brief The chain's root for a tenant and an optional extra salt: different tenants'
 /// chains never meet, so they never share a cached block.
-BlockHash prefix_root(std::string_view tenant, std::string_view salt);
+BlockHash prefix_root(std::string_view tenant, std::string_view salt, std::string_view weights = {});
 
 /// @brief The hash of a full block holding `tokens`, after the block whose hash is `parent`.
 BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> tokens);

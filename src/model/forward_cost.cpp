@@ -6,7 +6,9 @@
 
 namespace th {
 
-bool runs_on_int8(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
+bool runs_on_int8(DType t) {
+  return t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::FP8_E4M3;  // fp8: decoded to f32
+}
 
 ForwardCost forward_cost(std::span<const MatrixRead> reads) {
   ForwardCost c;

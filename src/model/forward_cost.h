@@ -7,7 +7,7 @@
 // its ceiling is bandwidth / bytes. Prefill reuses each weight across many
 // tokens, so its ceiling is the arithmetic: 2 ops per weight element per token
 // on the integer unit for block-quantized weights, on the f32 FMA unit for
-// f32/f16/bf16 weights. Attention's own arithmetic (which grows with the
+// f32/f16/bf16/fp8 weights. Attention's own arithmetic (which grows with the
 // context) is left out, so the ceilings are upper bounds.
 #pragma once
 

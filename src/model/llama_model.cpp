@@ -263,8 +263,13 @@ void LlamaModel::moe_block(const Layer& L, int64_t n) {
   }
 }
 
-Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>* logits, std::vector<float>* hidden) {
+Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>* logits, ComputeType type,
+                           std::vector<float>* hidden) {
   const ModelConfig& c = cfg_;
+  const int set = weight_set(type);
+  if (set < 0) return Status::errorf("forward: compute type ", compute_type_name(type), " is not loaded");
+  const std::vector<Layer>& layers = set == 0 ? layers_ : copies_[static_cast<size_t>(set - 1)].layers;
+  const WeightView& output = set == 0 ? output_ : copies_[static_cast<size_t>(set - 1)].output;
   const int64_t n = static_cast<int64_t>(batch.size());
   if (n == 0) return ok_status();
   if (batch.seq.size() != batch.ids.size() || batch.pos.size() != batch.ids.size() ||
@@ -293,7 +298,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
   b.embed(tok_embd_, batch.ids.data(), n, x_);
   if (c.spec->embd_scale) b.scale(x_, n * c.n_embd, std::sqrt(static_cast<float>(c.n_embd)));
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const Layer& L = layers_[static_cast<size_t>(l)];
+    const Layer& L = layers[static_cast<size_t>(l)];
     b.rmsnorm(x_, L.attn_norm, h_, n, c.n_embd, c.rms_eps);
     attention_block(L, l, n, batch, kv, ab);
     if (L.attn_post_norm) {
@@ -321,7 +326,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
   if (m > 0) {
     b.gather_rows(x_, rows.data(), m, c.n_embd, o_);
     b.rmsnorm(o_, output_norm_, h_, m, c.n_embd, c.rms_eps);
-    b.matmul(output_, h_, logits_, m);
+    b.matmul(output, h_, logits_, m);
     if (c.final_softcap > 0) b.softcap(logits_, m * c.n_vocab, c.final_softcap);
     b.read(logits_, logits->data(), m * c.n_vocab);
   }

@@ -12,12 +12,16 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "base/status.h"
 #include "kv/kv_cache.h"
+#include "model/compute_type.h"
 #include "model/model_config.h"
+#include "model/weight_copy.h"
 
 namespace th {
 
@@ -55,10 +59,32 @@ class LlamaModel {
   /// @brief Runs the batch; logits of the tokens with want_logits, in batch order,
   /// n_vocab floats each, go to *logits. Every position a token attends to must
   /// already be in the cache or earlier in this batch, and every slot reserved.
+  /// Every matrix product uses `type`'s copy of the weights (loaded: has_compute_type); the
+  /// embedding is always the file's (a lookup, exact in every type).
   /// With `hidden`, the final hidden states (after the output norm: what the output matrix
   /// reads) of the tokens with want_hidden go there, in batch order, n_embd floats each.
   Status forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>* logits,
-                 std::vector<float>* hidden = nullptr);
+                 ComputeType type = ComputeType::Native, std::vector<float>* hidden = nullptr);
+
+  // Compute types (weight_sets.cpp). The file's own weights are `native`; each added type is
+  // a copy of every matrix converted once to its format, or the file's own when every matrix
+  // already is in it (an f32 file's fp32).
+  /// Converts the matrices into t's format (Fp32, Fp16, Bf16, Fp8; fp8 rows that are not whole
+  /// blocks of 32 go to bf16, see weight_note); a no-op when loaded. An
+  /// error names the tensor and value the format cannot hold (f16 past 65504, non-finite).
+  Status add_compute_type(ComputeType t, int threads = 0);
+  bool has_compute_type(ComputeType t) const { return weight_set(t) >= 0; }
+  /// The loaded types, native first, then in the order added.
+  std::vector<ComputeType> compute_types() const;
+  /// Which weight set t computes with (0: the file's), or -1 when t is not loaded.
+  int weight_set(ComputeType t) const;
+  /// Bytes of the matrices t computes with: the file's for native and for types it already is.
+  size_t weight_bytes(ComputeType t) const;
+  /// What t's copy holds in another format (fp8: matrices whose rows are not whole blocks
+  /// stay bf16), or "".
+  std::string weight_note(ComputeType t) const;
+  /// Why add_compute_type(t) failed (the tensor and value), or "" when it never did.
+  std::string unavailable_reason(ComputeType t) const;
 
  private:
   struct Layer {
@@ -78,6 +104,15 @@ class LlamaModel {
                        const AttentionBatch& ab);
   void ffn_block(const Layer& L, int64_t n);
   void moe_block(const Layer& L, int64_t n);
+  // A compute type's converted matrices (the norms, biases and embedding stay the file's).
+  struct WeightSet {
+    ComputeType type = ComputeType::Native;
+    std::vector<Layer> layers;
+    WeightView output;
+    std::vector<WeightStorage> storage;
+    size_t bytes = 0;
+    std::string note;  // matrices held in another format, and why
+  };
   LlamaModel(ModelConfig cfg, Backend& b) : cfg_(std::move(cfg)), backend_(&b) {}
   void ensure_capacity(int64_t n_tokens);
   void final_hidden(const ForwardBatch& batch, std::vector<float>& hidden);
@@ -90,6 +125,9 @@ class LlamaModel {
   const float* rope_freqs_ = nullptr;  // rope_freqs (llama 3) or phi3's long/short factors
   std::vector<Layer> layers_;
   std::vector<std::vector<float>> owned_;  // norms/biases stored in a non-f32 type, dequantized
+  std::vector<std::pair<ComputeType, int>> type_sets_;  // loaded type -> 0 (the file's) or 1 + copies_ index
+  std::vector<WeightSet> copies_;
+  std::vector<std::pair<ComputeType, std::string>> unavailable_;  // failed add_compute_type: why
 
   // Activation buffers, grown to the largest batch seen.
   int64_t capacity_ = 0;

@@ -555,16 +555,12 @@ class RequestReader {
       }
     }
     if (const Json* c = field("compute_type")) {
-      static constexpr std::pair<std::string_view, ComputeType> kTypes[] = {
-          {"auto", ComputeType::Auto}, {"fp32", ComputeType::Fp32}, {"fp16", ComputeType::Fp16},
-          {"bf16", ComputeType::Bf16}, {"fp8", ComputeType::Fp8}};
-      bool found = false;
-      for (const auto& [name, type] : kTypes)
-        if (c->is_string() && c->get_ref<const std::string&>() == name) {
-          r.compute_type = type;
-          found = true;
-        }
-      if (!found) return fail("compute_type", "must be one of \"fp32\", \"fp16\", \"bf16\", \"fp8\", \"auto\"" + got(*c));
+      const std::optional<ComputeType> t =
+          c->is_string() ? parse_compute_type(c->get_ref<const std::string&>()) : std::nullopt;
+      if (!t)
+        return fail("compute_type",
+                    "must be one of \"auto\", \"fp32\", \"fp16\", \"bf16\", \"fp8\", \"native\"" + got(*c));
+      r.compute_type = *t;
     }
     return true;
   }

@@ -109,7 +109,7 @@ struct ApiRequest {
   std::string cache_salt;
   int32_t priority = 0;     // "high" | "normal" | "low" or an integer (lower = more important)
   bool priority_given = false;  // else the service asks for normal, or the key's cap when that is lower
-  ComputeType compute_type = ComputeType::Auto;  // "fp32" | "fp16" | "bf16" | "fp8" | "auto"
+  ComputeType compute_type = ComputeType::Auto;  // "auto" | "fp32" | "fp16" | "bf16" | "fp8" | "native"
   bool return_token_ids = false;  // native extension: token ids in responses and stream events
   // Native extension (the router's migration): only with n = 1, one prompt, a seed and
   // stream = true; see ApiContinuation.

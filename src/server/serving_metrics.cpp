@@ -67,6 +67,8 @@ ServingMetrics::ServingMetrics(std::string_view version) {
   for (size_t i = 0; i < std::size(kRejectReasons); ++i) rejected_[i] = &rejected.with({kRejectReasons[i]});
 
   // The engine's snapshot.
+  weight_bytes_ = &r.gauge("tokenhive_model_weight_bytes",
+                           "Bytes of the weight matrices each loaded compute type computes with.", {"compute_type"});
   running_ = &r.gauge("tokenhive_requests_running", "Requests prefilling or decoding.").with();
   waiting_ = &r.gauge("tokenhive_requests_waiting", "Requests queued: never run, or preempted for recompute.").with();
   swapped_ = &r.gauge("tokenhive_requests_swapped", "Requests preempted with their KV in the host tier.").with();
@@ -163,6 +165,10 @@ void ServingMetrics::set_engine(const EngineStats& s) {
   compute_ratio_->set(s.tokens_generated > 0
                           ? static_cast<double>(s.tokens_computed) / static_cast<double>(s.tokens_generated)
                           : 0.0);
+}
+
+void ServingMetrics::set_weight_bytes(std::string_view compute_type, double bytes) {
+  weight_bytes_->with({compute_type}).set(bytes);
 }
 
 void ServingMetrics::set_http(const http::HttpServerStats& s) {

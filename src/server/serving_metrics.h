@@ -29,6 +29,8 @@
 //     tokenhive_engine_tokens_computed_total, tokenhive_engine_tokens_generated_total;
 //     gauge tokenhive_engine_tokens_computed_per_generated (their ratio: about
 //     (prompt + generated) / generated when nothing is recomputed)
+//   set_weight_bytes: gauge tokenhive_model_weight_bytes{compute_type}, the bytes of the
+//     matrices each loaded compute type computes with (native: the file's own)
 //   set_http: gauges tokenhive_http_open_connections, tokenhive_http_requests_in_flight;
 //     counters tokenhive_http_connections_{accepted,rejected}_total,
 //     tokenhive_http_requests_total, tokenhive_http_bad_requests_total,
@@ -72,6 +74,8 @@ class ServingMetrics {
   void record_rejected(std::string_view reason);
   /// @brief The engine's latest snapshot: gauges, and its cumulative counts as counters.
   void set_engine(const EngineStats& s);
+  /// @brief The memory of one compute type's weights (set once per loaded type at start).
+  void set_weight_bytes(std::string_view compute_type, double bytes);
   /// @brief The HTTP server's latest snapshot.
   void set_http(const http::HttpServerStats& s);
 
@@ -102,6 +106,7 @@ class ServingMetrics {
   http::Gauge *kv_used_[2], *kv_total_[2], *kv_ratio_[2], *kv_cached_;
   http::Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_, *tokens_generated_;
   http::Gauge* compute_ratio_;
+  http::GaugeFamily* weight_bytes_;
 
   http::Gauge *http_open_, *http_in_flight_;
   http::Counter *http_accepted_, *http_conn_rejected_, *http_requests_, *http_bad_requests_, *http_timeouts_;

@@ -15,6 +15,7 @@ constexpr DTypeInfo kTypes[] = {
     {DType::I8, "i8", 1, 1, false},        {DType::I16, "i16", 1, 2, false},
     {DType::I32, "i32", 1, 4, false},      {DType::I64, "i64", 1, 8, false},
     {DType::F64, "f64", 1, 8, false},      {DType::BF16, "bf16", 1, 2, true},
+    {DType::FP8_E4M3, "fp8_e4m3", 32, 33, true},
 };
 }  // namespace
 

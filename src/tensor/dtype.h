@@ -33,7 +33,13 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  // tokenhive's own types, never in a GGUF file (the reader refuses ids >= kFirstOwnDType):
+  // compute-type copies of the weights made at load (model/weight_sets.h).
+  FP8_E4M3 = 0x10000,  // OCP E4M3 in blocks of 32 with a power-of-two scale (tensor/fp8.h)
 };
+
+/// Raw type ids from here up are tokenhive's own, not GGUF's.
+constexpr uint32_t kFirstOwnDType = 0x10000;
 
 struct DTypeInfo {
   DType type;

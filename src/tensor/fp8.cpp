@@ -1,5 +1,6 @@
 #include "tensor/fp8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -61,6 +62,30 @@ float quantize_row_fp8_e4m3(const float* x, uint8_t* codes, int64_t n) {
 
 void dequantize_row_fp8_e4m3(const uint8_t* codes, float scale, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_f32(codes[i]) * scale;
+}
+
+void quantize_block_fp8_e4m3(const float* x, uint8_t* dst) {
+  float amax = 0;
+  for (int i = 0; i < kFp8BlockElements; ++i)
+    if (std::isfinite(x[i])) amax = std::fmax(amax, std::fabs(x[i]));
+  // The smallest power of two 2^k with amax / 2^k <= 448. With amax in [2^(ex-1), 2^ex)
+  // (frexp), 448 2^(ex-10) < 2^(ex-1) <= amax < 448 2^(ex-8): k is ex - 9 or ex - 8
+  // (compared in double: 448 2^k underflows f32 for the smallest amax).
+  int k = 0;
+  if (amax > 0) {
+    int ex = 0;
+    std::frexp(amax, &ex);
+    k = amax <= std::ldexp(448.0, ex - 9) ? ex - 9 : ex - 8;
+  }
+  const int e = std::clamp(k + 127, kFp8MinScaleExp, kFp8MaxScaleExp);
+  dst[0] = static_cast<uint8_t>(e);
+  const float inv = std::ldexp(1.0f, 127 - e);  // a power of two, normal for e in [1, 246]: x * inv is exact
+  for (int i = 0; i < kFp8BlockElements; ++i) dst[1 + i] = f32_to_fp8_e4m3(x[i] * inv);
+}
+
+void dequantize_block_fp8_e4m3(const uint8_t* src, float* out) {
+  const float scale = std::ldexp(1.0f, src[0] - 127);
+  for (int i = 0; i < kFp8BlockElements; ++i) out[i] = fp8_e4m3_to_f32(src[1 + i]) * scale;
 }
 
 }  // namespace th

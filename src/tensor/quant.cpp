@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/fp8.h"
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_fit.h"
@@ -438,6 +439,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequantize_blocks<BlockIQ4_NL>(src, dst, n);
     case DType::IQ4_XS:
       return dequantize_blocks<BlockIQ4_XS>(src, dst, n);
+    case DType::FP8_E4M3:
+      for (int64_t i = 0; i < n / kFp8BlockElements; ++i)
+        dequantize_block_fp8_e4m3(bytes + i * kFp8BlockBytes, dst + i * kFp8BlockElements);
+      return;
     default:
       break;
   }
@@ -482,6 +487,10 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       return quantize_blocks<BlockIQ4_NL>(src, dst, n);
     case DType::IQ4_XS:
       return quantize_blocks<BlockIQ4_XS>(src, dst, n);
+    case DType::FP8_E4M3:
+      for (int64_t i = 0; i < n / kFp8BlockElements; ++i)
+        quantize_block_fp8_e4m3(src + i * kFp8BlockElements, bytes + i * kFp8BlockBytes);
+      return;
     default:
       break;
   }

@@ -59,7 +59,9 @@ std::vector<std::string> sse_data(const std::string& body) {
 class ServeApi : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess({"-m", stories(), "--served-model-name", "stories", "-t", "1", "--kv-cache-mib", "64"});
+    // Three compute types besides the file's own (fp16 left out: the test of a type not loaded).
+    server_ = new ServeProcess({"-m", stories(), "--served-model-name", "stories", "-t", "1", "--kv-cache-mib", "64",
+                                "--compute-types", "fp32,bf16,fp8"});
     ASSERT_TRUE(server_->ok()) << server_->log();
   }
   static void TearDownTestSuite() {
@@ -101,6 +103,33 @@ TEST_F(ServeApi, GreedyCompletionFromBosIsTheReferenceText) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], 1);
   EXPECT_EQ(j["usage"]["completion_tokens"], 256);
   EXPECT_EQ(j["usage"]["total_tokens"], 257);
+}
+
+// Issue #17: one server, the same greedy prompt in every compute type it loaded. Native and
+// fp32 (the same weights: stories260K is f32) give the reference text; bf16 and fp8 answer in
+// their own arithmetic (their accuracy is bounded in compute_type_test.cpp). A type not
+// loaded is a 400 naming the loaded ones; /metrics has each copy's bytes.
+TEST_F(ServeApi, EveryLoadedComputeTypeAnswersTheSameGreedyPrompt) {
+  std::map<std::string, std::string> text;
+  for (const char* t : {"auto", "native", "fp32", "bf16", "fp8"}) {
+    HttpReply r = post(port(), "/v1/completions",
+                       {{"prompt", ""}, {"max_tokens", 64}, {"temperature", 0}, {"compute_type", t}});
+    ASSERT_EQ(r.status, 200) << t << ": " << r.body;
+    text[t] = json::parse(r.body)["choices"][0]["text"];
+    EXPECT_GT(text[t].size(), 100u) << t;
+  }
+  EXPECT_EQ(text["fp32"], reference_text().substr(0, text["fp32"].size()));
+  EXPECT_EQ(text["native"], text["fp32"]);
+  EXPECT_EQ(text["auto"], text["native"]);
+  HttpReply no = post(port(), "/v1/completions", {{"prompt", ""}, {"max_tokens", 4}, {"compute_type", "fp16"}});
+  ASSERT_EQ(no.status, 400) << no.body;
+  const json err = json::parse(no.body)["error"];
+  EXPECT_EQ(err["param"], "compute_type");
+  EXPECT_NE(err["message"].get<std::string>().find("loaded: native, fp32, bf16, fp8"), std::string::npos) << no.body;
+  const std::string metrics = request(port(), "GET", "/metrics").body;
+  for (const char* t : {"native", "fp32", "bf16", "fp8"})
+    EXPECT_NE(metrics.find(std::string("tokenhive_model_weight_bytes{compute_type=\"") + t + "\"}"), std::string::npos)
+        << t << "\n" << metrics;
 }
 
 TEST_F(ServeApi, PromptContinuationAndEcho) {
@@ -376,6 +405,8 @@ TEST_F(ServeApi, ErrorsAreOpenAiShapedWithTheRightStatus) {
   check(request(port(), "POST", "/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":1e400})"), 400, "");
   check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"temperature", 9}}), 400, "temperature");
   check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"compute_type", "fp16"}}), 400,
+        "compute_type");
+  check(post(port(), "/v1/completions", {{"model", "stories"}, {"prompt", "x"}, {"compute_type", "int8"}}), 400,
         "compute_type");
   check(post(port(), "/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model");
   // No model at all means the served one (as vLLM and llama.cpp's server have it).

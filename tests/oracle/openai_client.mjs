@@ -120,7 +120,7 @@ await check("errors: 400 with param", async () => {
   await expectError(400, "invalid_request_error", "temperature", () =>
     client.chat.completions.create({ model, messages: [{ role: "user", content: "x" }], temperature: 7 }));
   await expectError(400, "invalid_request_error", "compute_type", () =>
-    client.completions.create({ model, prompt: "x", compute_type: "fp8" }));
+    client.completions.create({ model, prompt: "x", compute_type: "fp16" }));
 });
 
 await check("errors: 404 unknown model", async () => {

@@ -81,5 +81,8 @@ extern const MatmulKernel kMatmulIQ4_NLGeneric, kMatmulIQ4_NLAvx2, kMatmulIQ4_NL
 extern const MatmulKernel kMatmulF32Generic, kMatmulF32Avx2, kMatmulF32Avx512;
 extern const MatmulKernel kMatmulF16Generic, kMatmulF16Avx2, kMatmulF16Avx512;
 extern const MatmulKernel kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512;
+// BF16 x BF16 activations with vdpbf16ps (matmul_bf16_avx512bf16.cpp), where the CPU has AVX512-BF16.
+extern const MatmulKernel kMatmulBF16Avx512Dot, kMatmulFp8Avx512Dot;
+extern const MatmulKernel kMatmulFp8Generic, kMatmulFp8Avx2, kMatmulFp8Avx512;  // matmul_fp8*.cpp
 
 }  // namespace th::cpu

@@ -21,8 +21,10 @@ namespace th::cpu {
 namespace {
 
 template <bool kVnni>
-struct IQ4_NLGroup : GroupLayout<160> {
+struct IQ4_NLGroup : GroupLayout<Vec256, 160> {
   using Q4 = Q4_0Group<kVnni>;
+  using V = Vec256;
+  static constexpr int kBlocks = 4;
   static constexpr int kBytes = sizeof(BlockIQ4_NL);
   static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0) && offsetof(BlockIQ4_NL, qs) == offsetof(BlockQ4_0, qs));
   static constexpr int lane_block(int l) { return Q4::lane_block(l); }

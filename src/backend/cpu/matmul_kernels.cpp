@@ -25,6 +25,7 @@ namespace {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, bmi2 = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false;
+  bool avx512bf16 = false, avx512vbmi = false;
 };
 
 CpuFeatures detect_features() {
@@ -50,6 +51,12 @@ CpuFeatures detect_features() {
     f.avx512bw = b & (1u << 30);
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
+    f.avx512vbmi = c & (1u << 1);
+    if (a >= 1) {  // leaf 7 has subleaf 1
+      unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+      __cpuid_count(7, 1, a1, b1, c1, d1);
+      f.avx512bf16 = a1 & (1u << 5);
+    }
   }
   return f;
 }
@@ -66,6 +73,22 @@ const std::vector<Isa>& available_isas() {
     return v;
   }();
   return isas;
+}
+
+bool has_avx512_bf16() {
+  static const bool yes = [] {
+    const std::vector<Isa>& isas = available_isas();
+    return isas.back() == Isa::Avx512 && detect_features().avx512bf16;
+  }();
+  return yes;
+}
+
+bool has_avx512_vbmi() {
+  static const bool yes = [] {
+    const std::vector<Isa>& isas = available_isas();
+    return isas.back() == Isa::Avx512 && detect_features().avx512vbmi;
+  }();
+  return yes;
 }
 
 Isa best_isa() {
@@ -115,7 +138,10 @@ const std::vector<MatmulKernel>& all_kernels() {
       kMatmulIQ4_NLGeneric, kMatmulIQ4_NLAvx2, kMatmulIQ4_NLAvx512,
       kMatmulF32Generic,  kMatmulF32Avx2,  kMatmulF32Avx512,
       kMatmulF16Generic,  kMatmulF16Avx2,  kMatmulF16Avx512,
-      kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512,
+      // AVX-512 BF16: bf16 activations and vdpbf16ps where the CPU has it.
+      kMatmulBF16Generic, kMatmulBF16Avx2, has_avx512_bf16() ? kMatmulBF16Avx512Dot : kMatmulBF16Avx512,
+      // AVX-512 FP8: decoded to bf16 by vpermi2b and multiplied by vdpbf16ps where the CPU can.
+      kMatmulFp8Generic,  kMatmulFp8Avx2,  has_avx512_bf16() && has_avx512_vbmi() ? kMatmulFp8Avx512Dot : kMatmulFp8Avx512,
   };
   return kernels;
 }

@@ -1,5 +1,5 @@
-// Q4_0 weights x Q8_0 activations, AVX-512 VNNI: the AVX2 driver and layout
-// (act_q8_groups.h) with vpdpbusd for the products (matmul_q4_0_group.h).
+// Q4_0 weights x Q8_0 activations, AVX-512 VNNI: the group driver
+// (act_q8_groups.h) on 8-block zmm groups (Group8) of the VNNI trait in matmul_q4_0_group.h.
 #include "backend/cpu/matmul_q4_0_group.h"
 
 namespace th::cpu {

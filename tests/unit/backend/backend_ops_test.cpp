@@ -141,6 +141,7 @@ TEST_P(BackendOps, MatmulEveryWeightType) {
       {DType::Q5_0, 96},  {DType::Q5_1, 160}, {DType::Q4_K, 256}, {DType::Q4_K, 512}, {DType::Q5_K, 256},
       {DType::Q6_K, 256}, {DType::Q6_K, 512}, {DType::Q2_K, 256}, {DType::Q2_K, 768}, {DType::Q3_K, 256},
       {DType::Q3_K, 512}, {DType::IQ4_NL, 96}, {DType::IQ4_NL, 160}, {DType::IQ4_XS, 256}, {DType::IQ4_XS, 768},
+      {DType::FP8_E4M3, 96}, {DType::FP8_E4M3, 320},
   };
   for (const MatmulCase& mc : cases) {
     for (int64_t rows : {1, 37, 133}) {

@@ -51,7 +51,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> v;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::F32, DType::F16, DType::BF16})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::F32, DType::F16, DType::BF16, DType::FP8_E4M3})
     for (Isa i : {Isa::Generic, Isa::Avx2, Isa::Avx512}) v.push_back({t, i});
   return v;
 }
@@ -104,9 +104,18 @@ struct Problem {
     }
   }
 
+  // k's products; a kernel whose activation format is not this problem's (the generic kernel
+  // beside bf16's vdpbf16ps variant) gets the f32 activations converted to its own.
   std::vector<float> run(const MatmulKernel& k) const {
     std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), std::numeric_limits<float>::quiet_NaN());
-    k.gemm(w.data(), w_row_bytes, cols, r0, r1, act.data(), act_row_bytes, n_tokens, y.data(), y_stride);
+    if (k.act == at) {
+      k.gemm(w.data(), w_row_bytes, cols, r0, r1, act.data(), act_row_bytes, n_tokens, y.data(), y_stride);
+      return y;
+    }
+    const size_t rb = row_bytes(k.act, cols);
+    std::vector<uint8_t> own(rb * static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) k.convert_act(x.data() + t * cols, own.data() + t * rb, cols);
+    k.gemm(w.data(), w_row_bytes, cols, r0, r1, own.data(), rb, n_tokens, y.data(), y_stride);
     return y;
   }
 };
@@ -127,7 +136,12 @@ class MatmulKernelTest : public testing::TestWithParam<Case> {
 TEST_P(MatmulKernelTest, KernelDescribesItself) {
   EXPECT_EQ(kernel_->weight, GetParam().weight);
   EXPECT_EQ(kernel_->isa, GetParam().isa);
-  EXPECT_EQ(kernel_->act, is_float(GetParam().weight) ? DType::F32 : DType::Q8_0);
+  const DType w = GetParam().weight;
+  const bool bf16_dot = GetParam().isa == Isa::Avx512 && has_avx512_bf16() &&
+                        (w == DType::BF16 || (w == DType::FP8_E4M3 && has_avx512_vbmi()));
+  EXPECT_EQ(kernel_->act, bf16_dot                                 ? DType::BF16
+                          : is_float(w) || w == DType::FP8_E4M3 ? DType::F32
+                                                                   : DType::Q8_0);
   EXPECT_NE(kernel_->convert_act, nullptr);
   EXPECT_NE(kernel_->gemm, nullptr);
 }
@@ -162,6 +176,10 @@ TEST_P(MatmulKernelTest, MatchesReferenceOnOddShapes) {
               mag += std::fabs(static_cast<double>(wf[c]) * xq[c]);
               truth += static_cast<double>(wf[c]) * xt[c];
             }
+            if (p.at == DType::BF16) {
+              // Activations rounded to bf16: each within 2^-8 of itself.
+              for (int64_t c = 0; c < cols; ++c) qerr += std::ldexp(std::fabs(static_cast<double>(wf[c]) * xt[c]), -8);
+            }
             if (p.at == DType::Q8_0) {
               // |x - q d16| <= d / 2 + 127 |d - d16|, with |d - d16| <= 2^-11 d: under 0.57 d per element.
               for (int64_t b = 0; b < cols; b += 32) {
@@ -174,8 +192,11 @@ TEST_P(MatmulKernelTest, MatchesReferenceOnOddShapes) {
               }
             }
             const double tol = kRelTol * mag + 1e-30;
+            // Against the generic kernel: its activations may be another format (f32 for bf16's
+            // vdpbf16ps variant), so the quantization bound applies between them too.
+            const double gtol = 2 * tol + (kernel_->act != generic_->act ? qerr : 0);
             const bool ok = std::fabs(yv - exact) <= tol && std::fabs(yv - truth) <= qerr + 2 * tol &&
-                            std::fabs(yv - yg[t * p.y_stride + r]) <= 2 * tol;
+                            std::fabs(yv - yg[t * p.y_stride + r]) <= gtol;
             if (!ok && ++bad <= 5) {
               ADD_FAILURE() << "row " << r << " token " << t << ": got " << yv << ", exact " << exact << ", true "
                             << truth << " (quantization bound " << qerr << "), generic " << yg[t * p.y_stride + r]
@@ -293,7 +314,8 @@ void expect_agrees_with_generic(const MatmulKernel& kernel, const MatmulKernel& 
       double mag = 0;
       for (int64_t c = 0; c < p.cols; ++c) mag += std::fabs(static_cast<double>(wf[c]) * xq[c]);
       const float a = y[t * p.y_stride + r], b = yg[t * p.y_stride + r];
-      if (!(std::fabs(a - b) <= 2 * kRelTol * mag) && ++bad <= 5)
+      const double act_err = kernel.act != generic.act ? std::ldexp(mag, -8) : 0;  // bf16 activations
+      if (!(std::fabs(a - b) <= 2 * kRelTol * mag + act_err) && ++bad <= 5)
         ADD_FAILURE() << "row " << r << " token " << t << ": " << a << " vs generic " << b << " (sum |w x| " << mag << ")";
     }
   }
@@ -314,7 +336,9 @@ TEST_P(MatmulKernelTest, AgreesWithGenericOnWideRows) {
       dequantize_row(p.at, p.act.data() + t * p.act_row_bytes, xq.data(), p.cols);
       double mag = 0;
       for (int64_t c = 0; c < p.cols; ++c) mag += std::fabs(static_cast<double>(wf[c]) * xq[c]);
-      EXPECT_NEAR(y[t * p.y_stride + r], yg[t * p.y_stride + r], 2 * kRelTol * mag) << "row " << r << " token " << t;
+      const double act_err = kernel_->act != generic_->act ? std::ldexp(mag, -8) : 0;  // bf16 activations
+      EXPECT_NEAR(y[t * p.y_stride + r], yg[t * p.y_stride + r], 2 * kRelTol * mag + act_err)
+          << "row " << r << " token " << t;
     }
   }
 }
@@ -323,7 +347,7 @@ INSTANTIATE_TEST_SUITE_P(Matmul, MatmulKernelTest, testing::ValuesIn(all_cases()
 
 TEST(MatmulRegistry, EveryFamilyHasEveryIsa) {
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::F32, DType::F16, DType::BF16, DType::Q2_K,
-                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::FP8_E4M3})
     for (Isa i : {Isa::Generic, Isa::Avx2, Isa::Avx512}) EXPECT_NE(find_matmul_kernel(t, i), nullptr) << dtype_name(t);
 }
 

@@ -78,6 +78,18 @@ TEST(OpenAiStream, BodyIsTheStreamingCompletionsRequest) {
   EXPECT_EQ(c["messages"][0]["content"], "the time of day");
 }
 
+// --compute-types: request i sends the (i mod n)-th type; none given, no field.
+TEST(OpenAiStream, ComputeTypesRotateByRequestIndex) {
+  OpenAiTarget t;
+  EXPECT_FALSE(json::parse(openai_request_body(request(), t)).contains("compute_type"));
+  t.compute_types = {"fp32", "bf16", "fp16", "fp8"};
+  BenchRequest r = request();
+  for (int64_t i : {0, 1, 2, 3, 4, 7}) {
+    r.index = i;
+    EXPECT_EQ(json::parse(openai_request_body(r, t))["compute_type"], t.compute_types[static_cast<size_t>(i % 4)]);
+  }
+}
+
 TEST(OpenAiStream, TimesFirstTokenAndEachChunkAndReadsUsage) {
   FakeServer s;
   s.steps = {{60, text_chunk("Once")},

@@ -29,7 +29,7 @@ std::vector<float> direct(const LoadedModel& l, const std::vector<int32_t>& prom
     b.want_hidden.push_back(1);
   }
   std::vector<float> logits, hidden;
-  Status s = l.model->forward(b, *kv, &logits, &hidden);
+  Status s = l.model->forward(b, *kv, &logits, ComputeType::Native, &hidden);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE(logits.empty());
   const size_t d = static_cast<size_t>(c.n_embd);

@@ -581,6 +581,7 @@ TEST(ApiRequestExtensions, UserIgnoreEosPriorityComputeType) {
   EXPECT_EQ(parse_ok(kCompletions, completions(R"("compute_type":"bf16")")).compute_type, ComputeType::Bf16);
   EXPECT_EQ(parse_ok(kCompletions, completions(R"("compute_type":"fp8")")).compute_type, ComputeType::Fp8);
   EXPECT_EQ(parse_ok(kCompletions, completions(R"("compute_type":"auto")")).compute_type, ComputeType::Auto);
+  EXPECT_EQ(parse_ok(kCompletions, completions(R"("compute_type":"native")")).compute_type, ComputeType::Native);
   for (const char* bad : {"\"int8\"", "\"FP32\"", "32", "[]"})
     expect_rejected(kCompletions, completions(std::string(R"("compute_type":)") + bad), "compute_type", "\"fp32\"");
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -104,6 +105,60 @@ TEST(Fp8E4m3, RowScaleIgnoresNanAndInf) {
   EXPECT_EQ(quantize_row_fp8_e4m3(zeros.data(), z.data(), 3), 1.0f);
   EXPECT_EQ(z[0], 0x00);
   EXPECT_EQ(z[1], 0x80);
+}
+
+}  // namespace
+}  // namespace th
+
+namespace th {
+namespace {
+
+// DType::FP8_E4M3 blocks: the scale is the smallest power of two that brings the block's
+// largest magnitude to <= 448, every value decodes within e4m3's half step (2^-4 relative
+// for normals, 2^-10 scaled for subnormals), and a zero block decodes to zeros.
+TEST(Fp8E4m3Block, ScaleIsTheSmallestPowerOfTwoAndValuesKeepHalfAStep) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (float mag : {1e-30f, 1e-6f, 0.02f, 1.0f, 448.0f, 3e5f, 1e30f}) {
+    float x[kFp8BlockElements];
+    for (float& v : x) v = g(rng) * mag;
+    x[5] = 448.0f * mag;  // an exact power-of-two case when mag is one
+    uint8_t b[kFp8BlockBytes];
+    quantize_block_fp8_e4m3(x, b);
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const double scale = std::ldexp(1.0, b[0] - 127);
+    EXPECT_LE(amax / scale, 448.0) << mag;
+    EXPECT_GT(amax / scale, 224.0) << mag;
+    float y[kFp8BlockElements];
+    dequantize_block_fp8_e4m3(b, y);
+    for (int i = 0; i < kFp8BlockElements; ++i) {
+      const double err = std::fabs(static_cast<double>(y[i]) - x[i]);
+      EXPECT_LE(err, std::max(std::fabs(x[i]) * 0x1p-4, scale * 0x1p-10)) << mag << " element " << i;
+    }
+  }
+  float zeros[kFp8BlockElements] = {};
+  uint8_t b[kFp8BlockBytes];
+  quantize_block_fp8_e4m3(zeros, b);
+  EXPECT_EQ(b[0], 127);
+  float y[kFp8BlockElements];
+  dequantize_block_fp8_e4m3(b, y);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Fp8E4m3Block, ScaleExponentIsClampedToTheKernelsRange) {
+  float big[kFp8BlockElements], tiny[kFp8BlockElements];
+  for (int i = 0; i < kFp8BlockElements; ++i) {
+    big[i] = std::numeric_limits<float>::max() * (i % 2 ? -1.0f : 1.0f);
+    tiny[i] = std::numeric_limits<float>::denorm_min();
+  }
+  uint8_t b[kFp8BlockBytes];
+  quantize_block_fp8_e4m3(big, b);
+  EXPECT_EQ(b[0], kFp8MaxScaleExp);
+  EXPECT_EQ(b[1], 0x7e);  // saturated at 448 x 2^119
+  EXPECT_EQ(b[2], 0xfe);
+  quantize_block_fp8_e4m3(tiny, b);
+  EXPECT_EQ(b[0], kFp8MinScaleExp);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace {
 
 constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,  DType::Q4_1,
                                DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::Q2_K,
-                               DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
+                               DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::FP8_E4M3};
 
 std::vector<float> dequant(DType t, const std::vector<uint8_t>& bytes, int64_t n) {
   std::vector<float> y(n);

@@ -1,0 +1,209 @@
+// BF16 weights x BF16 activations with AVX512-BF16's vdpbf16ps (Cooper Lake, Sapphire
+// Rapids, Zen 4): 32 weight-activation pairs per instruction, products exact in f32 (8 x
+// 8 significand bits), summed into 16 f32 lanes. The activations are rounded to bf16 once
+// per matmul (convert_act: round to nearest even, as f32_to_bf16, subnormals and NaN
+// included), which adds at most 2^-8 sum |w x| to a product against f32 activations; that
+// is bf16 arithmetic, what the bf16 compute type asks for, and halves the activation bytes
+// the tiles stream. vdpbf16ps treats bf16 subnormals (below 2^-126) as zero. Registered
+// for AVX-512 BF16 weights only on CPUs with the feature (matmul_kernels.cpp); elsewhere
+// the f32-activation kernels of matmul_float*.cpp run.
+//
+// FP8_E4M3 weights (tensor/fp8.h) take the same bf16 activations where the CPU also has
+// VBMI: every E4M3 value, subnormals included, is a normal bf16, so a block's 32 codes become
+// one zmm of bf16 through two 128-entry byte tables (vpermi2b: the low and the high byte of
+// each value's bf16, the code's sign or'ed in), one vdpbf16ps per token dots it with the
+// activations, and one FMA per token applies the block's power-of-two scale: about 8
+// instructions to decode 32 weights where the F16C path (matmul_fp8_driver.h) takes 14.
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/act_q8.h"
+#include "backend/cpu/tile_table.h"
+#include "tensor/fp8.h"
+
+namespace th::cpu {
+
+namespace {
+
+constexpr int kPairs = 32;  // bf16 values per zmm
+
+// x (n f32) -> n bf16 at dst, as f32_to_bf16: NaN -> its top half with the quiet bit set,
+// else round to nearest even by adding 0x7fff + the kept part's lowest bit.
+void convert_act_bf16_avx512(const float* x, void* dst, int64_t n) {
+  auto* out = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  auto one = [](__m512i v) {
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(v, 16), _mm512_set1_epi32(64));
+    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+  };
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), one(_mm512_loadu_si512(x + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm256_mask_storeu_epi16(out + i, m, one(_mm512_maskz_loadu_epi32(m, x + i)));
+  }
+}
+
+using TileFn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, float*, int64_t);
+
+struct Bf16Tiles {
+  // y[t * y_stride + r] = dot(W row r, x row t) for r < R, t < T.
+  template <int R, int T>
+  static void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_bytes, int64_t cols,
+                   float* y, int64_t y_stride) {
+    __m512 acc[R][T];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    auto at = [](const uint8_t* row, int64_t c) { return reinterpret_cast<const uint16_t*>(row) + c; };
+    const int64_t body = cols - cols % kPairs;
+    for (int64_t c = 0; c < body; c += kPairs) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512bh wv = (__m512bh)_mm512_loadu_si512(at(w + r * w_row_bytes, c));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t)
+          acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, (__m512bh)_mm512_loadu_si512(at(x + t * x_row_bytes, c)));
+      }
+    }
+    if (body < cols) {  // the last columns through zero-filling masked loads
+      const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (cols - body)) - 1);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, at(w + r * w_row_bytes, body));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t)
+          acc[r][t] =
+              _mm512_dpbf16_ps(acc[r][t], wv, (__m512bh)_mm512_maskz_loadu_epi16(m, at(x + t * x_row_bytes, body)));
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+};
+
+// 4 x 4 tiles (16 accumulators); 4 rows at a time for one token, as the float family.
+void gemm_bf16_dot(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                   size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  constexpr int kR = 4, kT = 4;
+  static constexpr TileTable<TileFn, kR, kT, Bf16Tiles> table;
+  for (int64_t r = r0; r < r1; r += kR) {
+    const int nr = static_cast<int>(min64(kR, r1 - r));
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kT) {
+      const int nt = static_cast<int>(min64(kT, n_tokens - t0));
+      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, act + t0 * act_row_bytes, act_row_bytes, cols,
+                               y + t0 * y_stride + r, y_stride);
+    }
+  }
+}
+
+// The low and high bytes of the bf16 of each E4M3 magnitude code 0..127 (exact: at most four
+// significant bits), as the two halves of a 128-entry vpermi2b table each. Computed here
+// from the codec rather than with half.h's inline f32_to_bf16, which must not be compiled
+// in an AVX-512 file (the linker may keep this file's copy for every caller).
+struct Fp8Tables {
+  __m512i lo0, lo1, hi0, hi1;
+  __m512i dup;       // byte j <- byte j / 2: each code into both bytes of its 16-bit lane
+  float scale[256];  // 2^(e - 127) for e in [1, 246] (tensor/fp8.h), loaded by vbroadcastss
+};
+
+const Fp8Tables& fp8_tables() {
+  static const Fp8Tables t = [] {
+    alignas(64) uint8_t lo[128], hi[128], dup[64];
+    for (int c = 0; c < 128; ++c) {
+      const float f = fp8_e4m3_to_f32(static_cast<uint8_t>(c));
+      uint32_t bits;
+      std::memcpy(&bits, &f, sizeof bits);
+      lo[c] = static_cast<uint8_t>(bits >> 16);
+      hi[c] = static_cast<uint8_t>(bits >> 24);
+    }
+    for (int j = 0; j < 64; ++j) dup[j] = static_cast<uint8_t>(j / 2);
+    Fp8Tables r{_mm512_load_si512(lo), _mm512_load_si512(lo + 64), _mm512_load_si512(hi),
+                _mm512_load_si512(hi + 64), _mm512_load_si512(dup), {}};
+    for (int e = 0; e < 256; ++e) {
+      const uint32_t bits = static_cast<uint32_t>(std::clamp(e, kFp8MinScaleExp, kFp8MaxScaleExp)) << 23;
+      std::memcpy(&r.scale[e], &bits, sizeof bits);
+    }
+    return r;
+  }();
+  return t;
+}
+
+// 32 codes -> 32 bf16 in element order.
+inline __m512bh decode_fp8_block(const uint8_t* codes, const Fp8Tables& t) {
+  const __m512i c = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+  const __m512i both = _mm512_permutexvar_epi8(t.dup, c);  // each byte of lane i is code i
+  const __m512i lo = _mm512_permutex2var_epi8(t.lo0, both, t.lo1);    // bit 7 (the sign) is ignored
+  const __m512i hi = _mm512_permutex2var_epi8(t.hi0, both, t.hi1);
+  const __m512i v = _mm512_mask_blend_epi8(static_cast<__mmask64>(0xaaaaaaaaaaaaaaaaull), lo, hi);
+  // v | (both & 0x8000): the code's sign to bit 15.
+  return (__m512bh)_mm512_ternarylogic_epi32(v, both, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xf8);
+}
+
+struct Fp8DotTiles {
+  template <int R, int T>
+  static void tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_bytes, int64_t cols,
+                   float* y, int64_t y_stride) {
+    const Fp8Tables& tables = fp8_tables();
+    __m512 acc[R][T];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    const int64_t nb = cols / kFp8BlockElements;
+    for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* blk = w + r * w_row_bytes + b * kFp8BlockBytes;
+        const __m512bh wv = decode_fp8_block(blk + 1, tables);
+        const __m512 s = _mm512_set1_ps(tables.scale[blk[0]]);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + t * x_row_bytes + b * kFp8BlockElements * 2);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), wv, xv), s, acc[r][t]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+};
+
+void gemm_fp8_dot(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                  size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  constexpr int kR = 4, kT = 4;
+  static constexpr TileTable<TileFn, kR, kT, Fp8DotTiles> table;
+  for (int64_t r = r0; r < r1; r += kR) {
+    const int nr = static_cast<int>(min64(kR, r1 - r));
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kT) {
+      const int nt = static_cast<int>(min64(kT, n_tokens - t0));
+      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, act + t0 * act_row_bytes, act_row_bytes, cols,
+                               y + t0 * y_stride + r, y_stride);
+    }
+  }
+}
+
+}  // namespace
+
+extern constinit const MatmulKernel kMatmulFp8Avx512Dot = {DType::FP8_E4M3, DType::BF16, Isa::Avx512,
+                                                           convert_act_bf16_avx512, gemm_fp8_dot};
+
+extern constinit const MatmulKernel kMatmulBF16Avx512Dot = {DType::BF16, DType::BF16, Isa::Avx512,
+                                                            convert_act_bf16_avx512, gemm_bf16_dot};
+
+}  // namespace th::cpu

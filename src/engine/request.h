@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "base/status.h"
 #include "engine/finish_reason.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 
 namespace th {
 
@@ -34,6 +36,9 @@ struct GenerateRequest {
   std::string cache_salt;               // further isolation within a tenant
   std::optional<std::chrono::steady_clock::time_point> deadline;  // unfinished then: FinishReason::Deadline
   int32_t logprobs = -1;                // -1: none; 0: the chosen token's; k in 1..20: also the k most likely
+  // Structured output: masks the logits before every draw (logprobs stay the model's). Owned
+  // by this request alone: its state is the tokens generated so far.
+  std::shared_ptr<TokenConstraint> constraint;
 
   GenerateRequest& set_priority(Priority p) {
     priority = static_cast<int32_t>(p);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "grammar/grammar.h"
 #include "http/http_response.h"
 
 namespace th::server {
@@ -113,6 +115,10 @@ struct ApiRequest {
   // Native extension (the router's migration): only with n = 1, one prompt, a seed and
   // stream = true; see ApiContinuation.
   std::optional<ApiContinuation> continuation;
+  // Structured output (structured_output.h): the compiled grammar every choice follows, and
+  // the field that asked for it; null when none did.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_param;
 };
 
 /// @brief The request, or the 400 that says which field is wrong (param set).

@@ -19,6 +19,7 @@
 #include "server/api_call.h"
 #include "server/call_record.h"
 #include "server/choice_text.h"
+#include "server/grammar_constraint.h"
 #include "server/openai_format.h"
 #include "server/prompt_tokens.h"
 #include "server/serving_metrics.h"
@@ -124,6 +125,7 @@ struct ApiService::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<Call>> calls;
   Admission admission;
   std::mt19937_64 rng;
+  std::shared_ptr<const GrammarVocab> grammar_vocab;  // built at the first structured-output request
 
   // --- event-loop side
   void handle_generation(ApiEndpoint ep, const http::HttpRequest& r, http::ResponseWriter w);
@@ -138,6 +140,7 @@ struct ApiService::Impl {
   void run();
   void start_call(const std::shared_ptr<Call>& call);
   bool submit(Call& c, const std::string& param);
+  Status constrain(const ApiRequest& q, GenerateRequest& g);
   void refuse(Call& c, Refusal no);
   // --- the engine's tokens into text
   void pump(Call& c);
@@ -375,7 +378,9 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
       g.tenant = c.tenant;
       g.cache_salt = q.cache_salt;
       g.logprobs = q.logprobs;
-      Result<RequestStream> s = engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
+      Status constrained = constrain(q, g);
+      Result<RequestStream> s = !constrained.ok() ? Result<RequestStream>(constrained)
+          : engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
       if (!s.ok()) {
         for (Choice& done : c.choices) {  // cancel what was submitted
           if (!done.stream) continue;
@@ -393,6 +398,18 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
     }
   }
   return true;
+}
+
+// A choice's own matcher over the request's grammar, past what a continuation already generated.
+Status ApiService::Impl::constrain(const ApiRequest& q, GenerateRequest& g) {
+  if (!q.grammar) return ok_status();
+  if (!grammar_vocab) grammar_vocab = make_grammar_vocab(*tok);
+  auto gc = std::make_shared<GrammarConstraint>(q.grammar, grammar_vocab);
+  if (q.continuation)
+    for (int32_t t : q.continuation->token_ids)
+      if (!gc->accept(t)) return Status::errorf("request: continuation.token_ids do not follow ", q.grammar_param);
+  g.constraint = std::move(gc);
+  return ok_status();
 }
 
 void ApiService::Impl::finish_choice(Choice& ch, FinishReason outcome) {

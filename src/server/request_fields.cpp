@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "server/structured_output.h"
+
 namespace th::server {
 
 namespace {
@@ -28,8 +30,6 @@ struct NotImplemented {
 constexpr NotImplemented kNotImplemented[] = {
     {"chat_template_kwargs", "is not supported: the chat template takes no extra arguments"},
     {"prompt_logprobs", "is not supported (no prompt logprobs)"},
-    {"json_schema", "is not supported (no structured output)"},
-    {"grammar", "is not supported (no grammar-constrained output)"},
     {"min_tokens", "is not supported except 0: the engine has no minimum length (use ignore_eos)"},
 };
 
@@ -76,6 +76,7 @@ std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const Re
                      (n.name == "prompt_logprobs" && v->is_boolean() && !v->get<bool>());
     if (!off) return refuse(n.name, n.why);
   }
+  if (auto e = read_structured_output(fields, r)) return e;
   // OpenAI's fields that change nothing here at the values clients send by default.
   if (const Json* v = present(fields, "parallel_tool_calls"); v && !v->is_boolean())
     return refuse("parallel_tool_calls", "must be true or false");  // without tools, nothing to run in parallel
@@ -93,6 +94,7 @@ std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const Re
     bool known = false;
     for (std::string_view k : kRead) known = known || k == name;
     for (const NotImplemented& n : kNotImplemented) known = known || n.name == name;
+    for (std::string_view k : kStructuredOutputFields) known = known || k == name;
     if (!known) unknown.push_back(name);
   }
   if (unknown.empty()) return std::nullopt;

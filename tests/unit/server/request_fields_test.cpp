@@ -24,6 +24,10 @@ const std::vector<std::pair<std::string, Json>> kHonoured = {
     {"skip_special_tokens", true}, {"return_token_ids", true},
     // No-ops at these values: no tools to call in parallel, the one tier.
     {"parallel_tool_calls", true}, {"service_tier", "auto"}, {"store", false},
+    // Structured output.
+    {"response_format", {{"type", "json_object"}}}, {"json_schema", {{"type", "object"}}}, {"grammar", "root ::= \"x\""},
+    {"guided_json", {{"type", "object"}}}, {"guided_regex", "a+"}, {"guided_choice", Json::array({"a"})},
+    {"guided_grammar", "root ::= \"x\""}, {"structured_outputs", {{"regex", "a"}}},
 };
 // Chat's own, and completions' own.
 const std::vector<std::pair<std::string, Json>> kHonouredChat = {

@@ -201,6 +201,7 @@ class GbnfParser {
       if ((d & 0xC0) != 0x80) return Status::error("invalid UTF-8");
       cp = (cp << 6) | (d & 0x3F);
     }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return Status::error("invalid UTF-8");
     i_ += n;
     return cp;
   }

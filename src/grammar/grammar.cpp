@@ -282,6 +282,8 @@ Status GrammarBuilder::check_left_recursion(const Grammar& g) const {
       }
       const uint32_t s = todo.back();
       todo.pop_back();
+      if (colour[s] == 1 && g.names[s].rfind("star#", 0) == 0)  // R ::= e R | "" with e nullable
+        return Status::error("an unbounded repetition of something that can match nothing (write (x?)* as x*)");
       if (colour[s] == 1) return Status::errorf("rule '", g.names[s], "' is left-recursive (the matcher expands rules top-down)");
       if (colour[s] == 0) {
         colour[s] = 1;

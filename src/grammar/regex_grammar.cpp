@@ -48,25 +48,37 @@ class RegexCompiler {
   Status fail(const std::string& why) const { return Status::errorf("regex at offset ", i_, ": ", why); }
   bool at(char c) const { return i_ < s_.size() && s_[i_] == c; }
 
+  // Each of these leaves in nullable_ whether what it parsed can match nothing.
   Result<std::string> alternation(int depth) {
     if (depth > o_.max_depth) return fail(cat("groups nest deeper than ", o_.max_depth));
     TH_ASSIGN_OR_RETURN(std::string out, sequence(depth));
+    bool any = nullable_;
     out = "(" + out;
     while (at('|')) {
       ++i_;
       TH_ASSIGN_OR_RETURN(std::string next, sequence(depth));
+      any = any || nullable_;
       out += " | " + next;
     }
+    nullable_ = any;
     return out + ")";
   }
 
   Result<std::string> sequence(int depth) {
     std::string out = "\"\"";
+    bool all = true;
     while (i_ < s_.size() && !at('|') && !at(')')) {
       TH_ASSIGN_OR_RETURN(std::string a, atom(depth));
+      const bool atom_nullable = nullable_;
       TH_ASSIGN_OR_RETURN(std::string q, quantifier());
+      const bool unbounded = q == "*" || q == "+" || (!q.empty() && q.back() == '}' && q[q.size() - 2] == ',');
+      // The grammar repeats by right recursion, which a repeated item that matches nothing
+      // would turn into left recursion: (a?)* is a* written otherwise, so ask for that.
+      if (unbounded && atom_nullable) return fail("an unbounded repetition of something that can match nothing (write (a?)* as a*)");
+      all = all && (atom_nullable || q == "*" || q == "?" || q.rfind("{0", 0) == 0);
       out += " (" + a + ")" + q;
     }
+    nullable_ = all;
     return out;
   }
 
@@ -91,6 +103,7 @@ class RegexCompiler {
   }
 
   Result<std::string> atom(int depth) {
+    nullable_ = false;  // a character or a class; a group sets it below
     const char c = s_[i_];
     if (c == '(') {
       ++i_;
@@ -129,7 +142,12 @@ class RegexCompiler {
     const int n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
     if (n == 0 || i_ + static_cast<size_t>(n) > s_.size()) return fail("invalid UTF-8");
     uint32_t cp = n == 1 ? c : c & (0x7F >> n);
-    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s_[i_ + static_cast<size_t>(k)]) & 0x3F);
+    for (int k = 1; k < n; ++k) {
+      const auto d = static_cast<unsigned char>(s_[i_ + static_cast<size_t>(k)]);
+      if ((d & 0xC0) != 0x80) return fail("invalid UTF-8");
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if (cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) return fail("invalid UTF-8");
     i_ += static_cast<size_t>(n);
     return cp;
   }
@@ -227,6 +245,7 @@ class RegexCompiler {
   std::string_view s_;
   RegexOptions o_;
   size_t i_ = 0;
+  bool nullable_ = false;
 };
 
 }  // namespace

@@ -140,7 +140,6 @@ struct ApiService::Impl {
   void run();
   void start_call(const std::shared_ptr<Call>& call);
   bool submit(Call& c, const std::string& param);
-  Status constrain(const ApiRequest& q, GenerateRequest& g);
   void refuse(Call& c, Refusal no);
   // --- the engine's tokens into text
   void pump(Call& c);
@@ -378,8 +377,9 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
       g.tenant = c.tenant;
       g.cache_salt = q.cache_salt;
       g.logprobs = q.logprobs;
-      Status constrained = constrain(q, g);
-      Result<RequestStream> s = !constrained.ok() ? Result<RequestStream>(constrained)
+      Result<std::shared_ptr<TokenConstraint>> constraint = constraint_for(q, grammar_vocab, *tok);
+      if (constraint.ok()) g.constraint = std::move(constraint).value();
+      Result<RequestStream> s = !constraint.ok() ? Result<RequestStream>(constraint.status())
           : engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
       if (!s.ok()) {
         for (Choice& done : c.choices) {  // cancel what was submitted
@@ -398,18 +398,6 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
     }
   }
   return true;
-}
-
-// A choice's own matcher over the request's grammar, past what a continuation already generated.
-Status ApiService::Impl::constrain(const ApiRequest& q, GenerateRequest& g) {
-  if (!q.grammar) return ok_status();
-  if (!grammar_vocab) grammar_vocab = make_grammar_vocab(*tok);
-  auto gc = std::make_shared<GrammarConstraint>(q.grammar, grammar_vocab);
-  if (q.continuation)
-    for (int32_t t : q.continuation->token_ids)
-      if (!gc->accept(t)) return Status::errorf("request: continuation.token_ids do not follow ", q.grammar_param);
-  g.constraint = std::move(gc);
-  return ok_status();
 }
 
 void ApiService::Impl::finish_choice(Choice& ch, FinishReason outcome) {

@@ -13,6 +13,7 @@
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/token_trie.h"
+#include "server/api_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace th::server {
@@ -39,5 +40,10 @@ class GrammarConstraint final : public TokenConstraint {
   std::shared_ptr<const GrammarVocab> vocab_;
   std::vector<uint64_t> allowed_;  // scratch: one bit per token
 };
+
+/// @brief A choice's constraint for `q` (null without a grammar), already past what a
+/// continuation generated; `vocab` is built from `tok` on first use.
+Result<std::shared_ptr<TokenConstraint>> constraint_for(const ApiRequest& q, std::shared_ptr<const GrammarVocab>& vocab,
+                                                        const Tokenizer& tok);
 
 }  // namespace th::server

@@ -87,6 +87,7 @@ TEST(GbnfParser, BadGrammarsSayWhatAndWhere) {
       {"root ::= item", "rule 'item' is used but not defined"},
       {"root ::= root \"a\" | \"b\"", "rule 'root' is left-recursive"},
       {"root ::= x\nx ::= \"e\"? root", "left-recursive"},
+      {"root ::= (\"a\"?)*", "can match nothing"},
       {"root ::= \"abc", "line 1, column 14: a literal is not closed"},
       {"root ::= [abc", "a character class is not closed"},
       {"root ::= \"\\q\"", "unknown escape '\\q'"},
@@ -101,6 +102,7 @@ TEST(GbnfParser, BadGrammarsSayWhatAndWhere) {
       {"root ::= \"\\xZZ\"", "expected a hex digit"},
       {"root ::= \"\\U00110000\"", "above U+10FFFF"},
       {"root ::= \"\xFF\"", "invalid UTF-8"},
+      {"root ::= \"\xF6\x80\x80\x80\"", "invalid UTF-8"},
       {"root ::= \"a\" b ::= \"c\"", "a newline is missing"},
       {"root ::= | @", "unexpected '@'"},
   };

@@ -1,6 +1,6 @@
 // Structured output's cost per step: the token mask of a JSON-schema grammar at a few
 // states, for a 32000-token vocabulary (Llama 2) and the largest in the shared test data
-// (Baichuan's, 125696 tokens: no 150k Qwen2 vocabulary is there), one mask per sequence:
+// (DeepSeek LLM's, 102400 tokens: no 150k Qwen2 vocabulary is there), one mask per sequence:
 // batch 1 and batch 32. Compare with the decode step of the model served.
 //   build/micro_bench --benchmark_filter=GrammarMask
 #include <benchmark/benchmark.h>
@@ -29,7 +29,7 @@ struct Vocab {
 
 const Vocab& vocab(int which) {
   static Vocab v[2];
-  static const char* kPaths[2] = {"models/llama-2-tiny-random.gguf", "testdata/tokenizer/llamacpp/ggml-vocab-baichuan.gguf"};
+  static const char* kPaths[2] = {"models/llama-2-tiny-random.gguf", "testdata/tokenizer/llamacpp/ggml-vocab-deepseek-llm.gguf"};
   if (!v[which].trie) {
     Result<GgufFile> f = GgufFile::open(std::string(TH_SHARED_DIR) + "/" + kPaths[which]);
     if (!f.ok()) return v[which];
@@ -79,7 +79,7 @@ void BM_GrammarMask(benchmark::State& state) {
   state.counters["vocab"] = static_cast<double>(v.pieces.size());
   state.counters["trie_nodes"] = static_cast<double>(v.trie->n_nodes());
 }
-// Args: vocabulary (0: 32000, 1: 125696), state (kStates), batch.
+// Args: vocabulary (0: 32000, 1: 102400), state (kStates), batch.
 BENCHMARK(BM_GrammarMask)
     ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 32}})
     ->Unit(benchmark::kMicrosecond);

@@ -90,7 +90,9 @@ class RegexCompiler {
       const size_t close = s_.find('}', i_);
       if (close == std::string_view::npos) return fail("'{' without '}'");
       const std::string_view body = s_.substr(i_ + 1, close - i_ - 1);
-      if (body.empty() || body.find_first_not_of("0123456789,") != std::string_view::npos || body[0] == ',')
+      const size_t comma = body.find(',');
+      if (body.empty() || body.find_first_not_of("0123456789,") != std::string_view::npos || body[0] == ',' ||
+          (comma != std::string_view::npos && body.find(',', comma + 1) != std::string_view::npos))
         return fail("a repetition must be {m}, {m,} or {m,n}");
       q = "{" + std::string(body) + "}";
       i_ = close + 1;

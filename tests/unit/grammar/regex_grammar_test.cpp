@@ -61,7 +61,7 @@ TEST(RegexGrammar, RefusesWhatItCannotDo) {
   const std::pair<const char*, const char*> cases[] = {
       {"(a)\\1", "back references"}, {"a(?=b)", "lookaround"}, {"\\bword", "boundaries"},
       {"a^b", "anchors"},            {"(a", "'(' without ')'"}, {"[a", "'[' without ']'"},
-      {"*a", "nothing to repeat"},   {"a{,3}", "{m}, {m,} or {m,n}"}, {"a**", "repetition of a repetition"},
+      {"*a", "nothing to repeat"},   {"a{,3}", "{m}, {m,} or {m,n}"}, {"a{1,1,3}", "{m}, {m,} or {m,n}"}, {"a**", "repetition of a repetition"},
       {"a)", "unexpected ')'"},      {"\\", "cannot end with"},       {"a\xF6\xF6\xF6\xF6", "invalid UTF-8"},
       {"\xED\xA0\x80", "invalid UTF-8"},  {"(a?)*", "can match nothing"}, {"(()|b)+", "can match nothing"},
   };

@@ -261,7 +261,9 @@ class GbnfParser {
 }  // namespace
 
 Result<Grammar> parse_gbnf(std::string_view text, const GrammarLimits& limits) {
-  return GbnfParser(text, limits).parse();
+  Result<Grammar> g = GbnfParser(text, limits).parse();
+  if (!g.ok()) return printable(g.status());
+  return g;
 }
 
 }  // namespace th::grammar

@@ -90,6 +90,26 @@ std::vector<std::pair<uint32_t, uint32_t>> normalize(std::vector<std::pair<uint3
 
 }  // namespace
 
+Status printable(const Status& error) {
+  if (error.ok()) return error;
+  const std::string& m = error.message();
+  std::string out;
+  for (size_t i = 0; i < m.size();) {
+    const auto c = static_cast<unsigned char>(m[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= m.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(m[i + k]) & 0xC0) == 0x80;
+    if (!ok || c < 0x20 || c == 0x7F) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    out.append(m, i, n);
+    i += n;
+  }
+  return Status::error(std::move(out));
+}
+
 void append_utf8(uint32_t cp, std::string& out) {
   if (cp <= 0x7F) {
     out += static_cast<char>(cp);

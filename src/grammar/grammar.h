@@ -105,6 +105,10 @@ class GrammarBuilder {
   uint32_t n_fresh_ = 0;
 };
 
+/// @brief An error message fit for one line of JSON: control characters and bytes that are
+/// not valid UTF-8 (echoed from a request's grammar or schema) become '?'.
+Status printable(const Status& error);
+
 /// @brief The UTF-8 encoding of code point `cp` (<= 0x10FFFF), appended to `out`.
 void append_utf8(uint32_t cp, std::string& out);
 

@@ -255,7 +255,9 @@ Result<std::string> SchemaCompiler::object(const Json& s, const std::string& at,
 }  // namespace
 
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, const SchemaOptions& options) {
-  return SchemaCompiler(schema, options).compile();
+  Result<std::string> r = SchemaCompiler(schema, options).compile();
+  if (!r.ok()) return printable(r.status());
+  return r;
 }
 
 std::string json_object_gbnf() { return std::string(kPrimitives) + "root ::= json-object\n"; }

@@ -254,7 +254,9 @@ class RegexCompiler {
 
 Result<std::string> regex_to_gbnf(std::string_view pattern, const RegexOptions& options, bool* anchored_start,
                                   bool* anchored_end) {
-  return RegexCompiler(pattern, options).compile(anchored_start, anchored_end);
+  Result<std::string> r = RegexCompiler(pattern, options).compile(anchored_start, anchored_end);
+  if (!r.ok()) return printable(r.status());
+  return r;
 }
 
 Result<std::string> choice_to_gbnf(const std::vector<std::string>& choices) {

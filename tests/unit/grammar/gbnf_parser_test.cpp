@@ -105,6 +105,8 @@ TEST(GbnfParser, BadGrammarsSayWhatAndWhere) {
       {"root ::= \"\xF6\x80\x80\x80\"", "invalid UTF-8"},
       {"root ::= \"a\" b ::= \"c\"", "a newline is missing"},
       {"root ::= | @", "unexpected '@'"},
+      {"root ::= \"\\\n\"", "unknown escape '\\?'"},  // a control character echoed as '?'
+      {"root ::= \"a\" \xF6", "unexpected '?'"},
   };
   for (const BadGrammar& c : cases) {
     Result<Grammar> g = parse_gbnf(c.text);

@@ -28,7 +28,7 @@ class Matcher {
   /// @brief Nodes kept for the step cache; past this, the cache starts over from the
   /// current state (and a single trie walk that gets there allows no more tokens).
   static constexpr size_t kMaxNodes = size_t{1} << 20;
-  static constexpr size_t kMaxSets = size_t{1} << 14;  // their step tables: 1 KiB each
+  static constexpr size_t kMaxSets = size_t{1} << 12;  // their step tables: 1 KiB each, 4 MiB a sequence at most
 
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
 

@@ -137,7 +137,7 @@ void BM_Matmul(benchmark::State& state, DType type, Isa isa, int64_t rows, int64
 }
 
 const bool registered = [] {
-  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32};
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::F16, DType::BF16, DType::F32};
   const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {128, 1024}};
   for (DType t : types) {
     for (Isa isa : th::cpu::available_isas()) {

@@ -1,6 +1,6 @@
-// Single-thread micro-benchmarks of the K-quant kernels (q4_K, q5_K, q6_K x Q8_K) at the
-// best ISA this CPU runs (or $TOKENHIVE_ISA), on two TinyLlama-1.1B shapes: 2048 x 2048
-// (attention projections) and 5632 x 2048 (FFN gate/up).
+// Single-thread micro-benchmarks of the Q8_K-activation kernels (q2_K, q3_K, q4_K, q5_K,
+// q6_K, iq4_xs) at the best ISA this CPU runs (or $TOKENHIVE_ISA), on two TinyLlama-1.1B
+// shapes: 2048 x 2048 (attention projections) and 5632 x 2048 (FFN gate/up).
 //
 //   n_tokens 1      decode, memory-bound: bytes/s counts weight bytes read.
 //   n_tokens 32/128 prefill, compute-bound: items/s counts 2 * rows * cols * tokens ops.
@@ -23,7 +23,7 @@
 namespace th::cpu {
 namespace {
 
-// Random bytes are valid levels, scales and mins for every K-quant; d (and dmin) are set
+// Random bytes are valid levels, scales and mins for every K-quant (and iq4_xs); d (and dmin) are set
 // to sane halves so the sums stay finite.
 std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
   std::vector<uint8_t> w(row_bytes(t, rows * cols));
@@ -32,8 +32,13 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
   const size_t block = dtype_info(t).type_size;
   const uint16_t d = f32_to_f16(0.01f);
   for (size_t off = 0; off < w.size(); off += block) {
-    if (t == DType::Q6_K) {
+    if (t == DType::Q6_K || t == DType::Q3_K) {  // d last
       std::memcpy(&w[off + block - 2], &d, 2);
+    } else if (t == DType::Q2_K) {  // d, dmin last
+      std::memcpy(&w[off + block - 4], &d, 2);
+      std::memcpy(&w[off + block - 2], &d, 2);
+    } else if (t == DType::IQ4_XS) {  // d first, then the scales' high bits
+      std::memcpy(&w[off], &d, 2);
     } else {
       std::memcpy(&w[off], &d, 2);
       std::memcpy(&w[off + 2], &d, 2);
@@ -104,7 +109,7 @@ void bm_convert(benchmark::State& state) {
 }
 
 const bool registered = [] {
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}}) {
       const std::string shape = std::string(dtype_name(t)) + "/" + std::to_string(rows) + "x" + std::to_string(cols);
       for (int64_t tokens : {1, 32, 128})
@@ -115,7 +120,7 @@ const bool registered = [] {
           ->Unit(benchmark::kMicrosecond);
     }
   }
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
     benchmark::RegisterBenchmark(("kquant/" + std::string(dtype_name(t)) + "/32000x2048/n1").c_str(), bm_gemm, t,
                                  32000, 2048, 1, false)
         ->Unit(benchmark::kMicrosecond);

@@ -46,6 +46,12 @@ struct KvLayerView {
   size_t row_bytes() const { return th::row_bytes(type, kv_dim); }
 };
 
+/// @brief What one layer's attention may see besides causality, and how its scores are shaped.
+struct AttentionOptions {
+  int64_t window = 0;    // > 0: a token at pos sees positions (pos - window, pos] only (sliding window)
+  float softcap = 0.0f;  // > 0: each scaled score s becomes softcap * tanh(s / softcap) (Gemma 2)
+};
+
 /// @brief Which tokens of a ragged batch belong to which sequence, and what each may see.
 struct AttentionBatch {
   int64_t n_tokens = 0;
@@ -84,6 +90,17 @@ class Backend {
                     const RopeParams& p) = 0;
   /// out = silu(gate) * up, elementwise.
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  /// out = gelu(gate) * up, elementwise; GELU in its tanh form (Gemma's gelu_pytorch_tanh).
+  virtual void geglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  /// y = cap * tanh(y / cap), elementwise (Gemma 2's final-logit soft-capping).
+  virtual void softcap(float* y, int64_t n, float cap) = 0;
+  /// y *= s, elementwise.
+  virtual void scale(float* y, int64_t n, float s) = 0;
+  /// dst row idx[i] += w[i] * src row i, rows of dim floats, the idx of one call distinct
+  /// (idx and w are host arrays, as gather_rows' idx): how a mixture of experts adds an
+  /// expert's outputs back to the tokens routed to it.
+  virtual void add_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* w, int64_t n,
+                               int64_t dim) = 0;
   /// dst[i] = src row idx[i] (rows of dim floats).
   virtual void gather_rows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) = 0;
   /// y += x, elementwise.
@@ -92,10 +109,11 @@ class Backend {
   virtual void add_bias(float* y, const float* bias, int64_t n_rows, int64_t dim) = 0;
   /// Writes the batch's K and V rows (n_tokens x kv_dim) into their slots.
   virtual void kv_write(const KvLayerView& kv, const AttentionBatch& b, const float* k, const float* v) = 0;
-  /// Causal grouped-query attention of q (n_tokens x n_heads x head_dim) over the paged KV;
-  /// out has the same shape as q.
+  /// Causal grouped-query attention of q (n_tokens x n_heads x head_dim) over the paged KV,
+  /// scores q.k * scale shaped by opt; out has the same shape as q.
   virtual void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out,
-                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale) = 0;
+                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                         const AttentionOptions& opt) = 0;
 };
 
 /// @brief The reference backend: plain single-threaded implementations, obviously right

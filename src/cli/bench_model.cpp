@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -16,12 +17,13 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/kernel_select.h"
 #include "backend/cpu/machine_limits.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "cli/bench.h"
 #include "engine/model_bench.h"
-#include "model/forward_cost.h"
 #include "format/gguf.h"
+#include "model/forward_cost.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
 
@@ -31,15 +33,21 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Decode starts after this many prompt tokens per sequence (prefilled untimed), so
-// attention has a little context, as in real use, without prefill dominating the run.
-constexpr int64_t kDecodeContext = 8;
+constexpr int64_t kMaxContext = 65536;
 
 struct BenchModelFlags {
   std::string model;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string batch_list = "1,8,32";
   std::vector<int64_t> batches;  // batch_list parsed, sorted, without repeats
+  // Decode starts after this many prompt tokens per sequence (prefilled untimed). The
+  // first is the headline and the batched runs' context: 8 gives attention a little
+  // context, as in real use, without prefill dominating the run; 4096 or 16384 show
+  // what attention costs at long context.
+  std::string context_list = "8";
+  std::vector<int64_t> contexts;  // in the order given
+  std::string isa_list = "best";
+  std::vector<cpu::Isa> isas;  // isa_list parsed
   int64_t prompt = 512, ubatch = 512, gen = 128, batch_gen = 32;
   int reps = 3;
   uint64_t seed = 1234;
@@ -50,30 +58,76 @@ struct BenchModelFlags {
   double probe_ms = 100;
 };
 
-// The backend under test, built in this one place so that the CPU backend's
-// options (threads, pinning) are a one-line change.
-std::unique_ptr<Backend> make_bench_backend(const BenchModelFlags& f) {
-  (void)f.threads;  // today's plain backend runs on the calling thread
-  return make_cpu_backend();
+// The backend under test: the CPU backend with --threads workers, at one ISA.
+std::unique_ptr<Backend> make_bench_backend(const BenchModelFlags& f, cpu::Isa isa) {
+  CpuBackendOptions o;
+  o.n_threads = f.threads;
+  o.isa = isa;
+  return make_cpu_backend(o);
 }
 
-// "1,8,32" -> {1, 8, 32}: positive integers up to 4096, sorted, repeats dropped.
-Result<std::vector<int64_t>> parse_batch_list(const std::string& s) {
-  std::vector<int64_t> out;
+// "a,b,c" -> its items ("a,,b" has an empty one, which the callers refuse).
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
   size_t at = 0;
   while (true) {
     const size_t comma = std::min(s.find(',', at), s.size());
-    const std::string item = s.substr(at, comma - at);
-    if (item.empty() || item.size() > 4 || item.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoll(item) < 1 || std::stoll(item) > 4096)
-      return Status::errorf("'", item, "' is not a batch size from 1 to 4096");
-    out.push_back(std::stoll(item));
-    if (comma == s.size()) break;
+    out.push_back(s.substr(at, comma - at));
+    if (comma == s.size()) return out;
     at = comma + 1;
   }
+}
+
+// "1,8,32" -> {1, 8, 32}: integers from 1 to max, in the order given.
+Result<std::vector<int64_t>> parse_int_list(const std::string& s, int64_t max, const char* what) {
+  std::vector<int64_t> out;
+  for (const std::string& item : split_commas(s)) {
+    if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(item) < 1 || std::stoll(item) > max)
+      return Status::errorf("'", item, "' is not a ", what, " from 1 to ", max);
+    out.push_back(std::stoll(item));
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> parse_batch_list(const std::string& s) {
+  TH_ASSIGN_OR_RETURN(std::vector<int64_t> out, parse_int_list(s, 4096, "batch size"));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+// "best" (the backend's own choice), "all" (every SIMD ISA this CPU runs; the plain
+// generic kernels only when they are all there is: they are the reference, tens of times
+// slower) or names: "avx2,avx512".
+Result<std::vector<cpu::Isa>> parse_isa_list(const std::string& s) {
+  const std::vector<cpu::Isa>& have = cpu::available_isas();
+  if (s == "best") return std::vector<cpu::Isa>{cpu::best_isa()};
+  if (s == "all") {
+    std::vector<cpu::Isa> simd(have.begin() + (have.size() > 1 ? 1 : 0), have.end());
+    return simd;
+  }
+  std::vector<cpu::Isa> out;
+  for (const std::string& item : split_commas(s)) {
+    auto it = std::find_if(have.begin(), have.end(), [&](cpu::Isa i) { return cpu::isa_name(i) == item; });
+    if (it == have.end()) {
+      std::string names;
+      for (cpu::Isa i : have) names += (names.empty() ? "" : ", ") + std::string(cpu::isa_name(i));
+      return Status::errorf("'", item, "' is not an ISA this CPU runs (it runs ", names, "; or best, all)");
+    }
+    if (std::find(out.begin(), out.end(), *it) == out.end()) out.push_back(*it);
+  }
+  return out;
+}
+
+// A CLI11 check from a parser: its error message, or accepted.
+CLI::Validator list_validator(std::function<Status(const std::string&)> parse) {
+  return CLI::Validator(
+      [parse](std::string& v) {
+        Status st = parse(v);
+        return st.ok() ? std::string() : st.message();
+      },
+      "LIST", "list");
 }
 
 int fail(const std::string& msg) {
@@ -178,23 +232,63 @@ Result<MachinePeaks> measure_peaks(const BenchModelFlags& f, cpu::Isa isa, Json&
 
 }
 
+// What the tests measured at one ISA.
+struct IsaRun {
+  cpu::Isa isa{};
+  std::string backend_name;
+  std::map<std::string, std::string> kernels;  // weight type -> the kernel the backend runs
+  Speed prefill;
+  std::map<int64_t, Speed> decode;   // by context (positions before the first timed token)
+  std::map<int64_t, Speed> batched;  // by batch, at the first context
+};
+
 // What one `bench model` run measured, for the JSON and the table.
 struct BenchModelRun {
   std::string path;
   ModelInfo info;
   ForwardCost cost;
-  const ModelConfig* config = nullptr;
-  cpu::Isa isa{};
-  std::string backend_name;
+  ModelConfig config;
   MachinePeaks peaks;
   Json probes = Json::object();
-  Speed prefill, decode;
-  std::map<int64_t, Speed> batched;
+  std::vector<IsaRun> runs;
 };
 
-void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
+Json speeds_json(const std::map<int64_t, Speed>& m, const std::function<Json(int64_t, const Speed&)>& value) {
+  Json o = Json::object();
+  for (const auto& [k, s] : m) o[std::to_string(k)] = value(k, s);
+  return o;
+}
+
+Json run_json(const BenchModelFlags& f, const BenchModelRun& r, const IsaRun& run) {
   const double prefill_ceiling = compute_ceiling_tokens_per_s(r.cost, r.peaks);
   const double decode_ceiling = decode_ceiling_tokens_per_s(r.cost, r.peaks, 1);
+  const Speed& decode = run.decode.at(f.contexts.front());
+  Json j;
+  j["isa"] = cpu::isa_name(run.isa);
+  j["backend"] = run.backend_name;
+  j["kernels"] = run.kernels;
+  j["prefill_tokens_per_s"] = run.prefill.median;
+  j["prefill_ceiling_tokens_per_s"] = number_or_null(prefill_ceiling);
+  j["prefill_pct_of_ceiling"] = number_or_null(pct(run.prefill.median, prefill_ceiling));
+  j["decode_tokens_per_s"] = decode.median;
+  j["decode_ceiling_tokens_per_s"] = number_or_null(decode_ceiling);
+  j["decode_pct_of_ceiling"] = number_or_null(pct(decode.median, decode_ceiling));
+  j["decode_at_context_tokens_per_s"] = speeds_json(run.decode, [](int64_t, const Speed& s) { return s.median; });
+  auto ceiling = [&](int64_t b) { return decode_ceiling_tokens_per_s(r.cost, r.peaks, b); };
+  j["batched_decode_tokens_per_s"] = speeds_json(run.batched, [](int64_t, const Speed& s) { return s.median; });
+  j["batched_decode_ceiling_tokens_per_s"] =
+      speeds_json(run.batched, [&](int64_t b, const Speed&) { return number_or_null(ceiling(b)); });
+  j["batched_decode_pct_of_ceiling"] =
+      speeds_json(run.batched, [&](int64_t b, const Speed& s) { return number_or_null(pct(s.median, ceiling(b))); });
+  j["samples"] = {
+      {"prefill_tokens_per_s", run.prefill.samples},
+      {"decode_tokens_per_s", decode.samples},
+      {"decode_at_context_tokens_per_s", speeds_json(run.decode, [](int64_t, const Speed& s) { return s.samples; })},
+      {"batched_decode_tokens_per_s", speeds_json(run.batched, [](int64_t, const Speed& s) { return s.samples; })}};
+  return j;
+}
+
+void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
   Json j;
   j["model"] = {{"path", r.path},
                 {"name", r.info.name},
@@ -207,75 +301,99 @@ void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
                 {"lookup_bytes_per_token", r.cost.lookup_bytes_per_token},
                 {"int8_ops_per_token", 2 * r.cost.int8_macs_per_token},
                 {"fp32_flops_per_token", 2 * r.cost.float_macs_per_token},
-                {"n_layer", r.config->n_layer},
-                {"n_embd", r.config->n_embd},
-                {"n_vocab", r.config->n_vocab}};
+                {"n_layer", r.config.n_layer},
+                {"n_embd", r.config.n_embd},
+                {"n_vocab", r.config.n_vocab}};
   j["threads"] = f.threads;
-  j["isa"] = cpu::isa_name(r.isa);
-  j["backend"] = r.backend_name;
   j["reps"] = f.reps;
   j["prompt_tokens"] = f.prompt;
   j["ubatch"] = f.ubatch;
   j["gen_tokens"] = f.gen;
   j["batch_gen_steps"] = f.batch_gen;
-  j["decode_context_tokens"] = kDecodeContext;
+  j["decode_context_tokens"] = f.contexts;
   j["bandwidth_gb_per_s"] = number_or_null(r.peaks.bandwidth_gb_per_s);
   j["int8_peak_gops"] = number_or_null(r.peaks.int8_gops);
   j["fp32_peak_gflops"] = number_or_null(r.peaks.fp32_gflops);
   j["probes"] = r.probes;
-  j["prefill_tokens_per_s"] = r.prefill.median;
-  j["prefill_ceiling_tokens_per_s"] = number_or_null(prefill_ceiling);
-  j["prefill_pct_of_ceiling"] = number_or_null(pct(r.prefill.median, prefill_ceiling));
-  j["decode_tokens_per_s"] = r.decode.median;
-  j["decode_ceiling_tokens_per_s"] = number_or_null(decode_ceiling);
-  j["decode_pct_of_ceiling"] = number_or_null(pct(r.decode.median, decode_ceiling));
-  Json tps = Json::object(), ceil = Json::object(), pcts = Json::object(), samples = Json::object();
-  for (const auto& [b, s] : r.batched) {
-    const std::string key = std::to_string(b);
-    const double cl = decode_ceiling_tokens_per_s(r.cost, r.peaks, b);
-    tps[key] = s.median;
-    ceil[key] = number_or_null(cl);
-    pcts[key] = number_or_null(pct(s.median, cl));
-    samples[key] = s.samples;
-  }
-  j["batched_decode_tokens_per_s"] = tps;
-  j["batched_decode_ceiling_tokens_per_s"] = ceil;
-  j["batched_decode_pct_of_ceiling"] = pcts;
-  j["samples"] = {{"prefill_tokens_per_s", r.prefill.samples},
-                  {"decode_tokens_per_s", r.decode.samples},
-                  {"batched_decode_tokens_per_s", samples}};
+  j["runs"] = Json::array();
+  for (const IsaRun& run : r.runs) j["runs"].push_back(run_json(f, r, run));
   std::printf("%s\n", j.dump(2).c_str());
+}
+
+std::string or_dash(double v, const char* fmt) {
+  if (!(v > 0)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
 }
 
 void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
   const double prefill_ceiling = compute_ceiling_tokens_per_s(r.cost, r.peaks);
   const double decode_ceiling = decode_ceiling_tokens_per_s(r.cost, r.peaks, 1);
-  auto or_dash = [](double v, const char* fmt) {
-    if (!(v > 0)) return std::string("-");
-    char buf[64];
-    std::snprintf(buf, sizeof buf, fmt, v);
-    return std::string(buf);
-  };
   std::printf("model    %s (%s, %s): %.3g B params, %.3g GB of weights; per token %.3g GB read, %.3g GOP\n",
               r.info.name.c_str(), r.info.arch.c_str(), r.info.type.c_str(), static_cast<double>(r.info.params) / 1e9,
               static_cast<double>(r.info.weight_bytes) / 1e9, static_cast<double>(r.cost.weight_bytes_per_token()) / 1e9,
               2.0 * static_cast<double>(r.cost.macs_per_token()) / 1e9);
-  std::printf("machine  %d threads, %s: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s\n", f.threads,
-              std::string(cpu::isa_name(r.isa)).c_str(), or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(),
-              or_dash(r.peaks.int8_gops, "%.0f").c_str(), or_dash(r.peaks.fp32_gflops, "%.0f").c_str());
-  std::printf("backend  %s; medians of %d reps\n\n", std::string(r.backend_name).c_str(), f.reps);
-  std::printf("%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
+  std::printf("machine  %d threads: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s (probes at %s)\n", f.threads,
+              or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(), or_dash(r.peaks.int8_gops, "%.0f").c_str(),
+              or_dash(r.peaks.fp32_gflops, "%.0f").c_str(), std::string(cpu::isa_name(cpu::best_isa())).c_str());
+  std::printf("medians of %d reps; decode ceilings count weight bytes only\n", f.reps);
   auto row = [&](const std::string& test, double v, double ceiling) {
     std::printf("%-28s %12.2f %12s %8s\n", test.c_str(), v, or_dash(ceiling, "%.2f").c_str(),
                 or_dash(pct(v, ceiling), "%.1f").c_str());
   };
-  row("prefill " + std::to_string(f.prompt) + " (ubatch " + std::to_string(f.ubatch) + ")", r.prefill.median, prefill_ceiling);
-  row("decode " + std::to_string(f.gen) + " (batch 1)", r.decode.median, decode_ceiling);
-  for (const auto& [b, s] : r.batched) {
-    if (b == 1) continue;
-    row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
-        decode_ceiling_tokens_per_s(r.cost, r.peaks, b));
+  for (const IsaRun& run : r.runs) {
+    std::printf("\nisa %s, backend %s; kernels:", std::string(cpu::isa_name(run.isa)).c_str(), run.backend_name.c_str());
+    for (const auto& [type, k] : run.kernels) std::printf(" [%s]", k.c_str());
+    std::printf("\n%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
+    row("prefill " + std::to_string(f.prompt) + " (ubatch " + std::to_string(f.ubatch) + ")", run.prefill.median,
+        prefill_ceiling);
+    for (int64_t ctx : f.contexts)
+      row("decode " + std::to_string(f.gen) + " @ " + std::to_string(ctx) + " (batch 1)", run.decode.at(ctx).median,
+          decode_ceiling);
+    for (const auto& [b, s] : run.batched) {
+      if (b == 1) continue;
+      row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
+          decode_ceiling_tokens_per_s(r.cost, r.peaks, b));
+    }
   }
+}
+
+// Every test at one ISA: prefill, batch-1 decode at each context, batched decode.
+Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend, const std::vector<MatrixRead>& reads,
+                       cpu::Isa isa) {
+  IsaRun run;
+  run.isa = isa;
+  run.backend_name = std::string(backend.name());
+  for (const MatrixRead& mr : reads)
+    if (!mr.lookup) run.kernels[std::string(dtype_name(mr.type))] = cpu::describe_matmul_kernel(mr.type, isa);
+  progress("isa %s", std::string(cpu::isa_name(isa)).c_str());
+  // One untimed token first: the weights' pages come in from the file here, not in a timed run.
+  TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed).status());
+
+  progress("prefill: %lld tokens in chunks of %lld", static_cast<long long>(f.prompt), static_cast<long long>(f.ubatch));
+  TH_ASSIGN_OR_RETURN(run.prefill, repeat(f.reps, static_cast<double>(f.prompt), "prefill", [&] {
+                        return time_prefill(m, backend, f.prompt, f.ubatch, f.seed);
+                      }));
+  for (int64_t ctx : f.contexts) {
+    progress("decode: %lld tokens, batch 1, after %lld", static_cast<long long>(f.gen), static_cast<long long>(ctx));
+    TH_ASSIGN_OR_RETURN(run.decode[ctx], repeat(f.reps, static_cast<double>(f.gen), "decode", [&] {
+                          return time_decode(m, backend, 1, ctx, f.gen, f.seed);
+                        }));
+  }
+  const int64_t ctx = f.contexts.front();
+  for (int64_t b : f.batches) {
+    if (b == 1) {  // batch 1 is the decode measurement itself
+      run.batched[b] = run.decode[ctx];
+      continue;
+    }
+    progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
+    const std::string what = "batch " + std::to_string(b);
+    TH_ASSIGN_OR_RETURN(run.batched[b], repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(), [&] {
+                          return time_decode(m, backend, b, ctx, f.batch_gen, f.seed);
+                        }));
+  }
+  return run;
 }
 
 int run_bench_model(const BenchModelFlags& f) {
@@ -283,51 +401,29 @@ int run_bench_model(const BenchModelFlags& f) {
   if (!path.ok()) return fail(path.message());
   Result<GgufFile> file = GgufFile::open(*path);
   if (!file.ok()) return fail(file.message());
-  std::unique_ptr<Backend> backend = make_bench_backend(f);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
-  if (!model.ok()) return fail(model.message());
-  LlamaModel& m = **model;
-  const ModelConfig& c = m.config();
-  Result<std::vector<MatrixRead>> reads = llama_matrix_reads(*file, c);
-  if (!reads.ok()) return fail(reads.message());
   BenchModelRun r;
-  r.path = *path;
-  r.cost = forward_cost(*reads);
-  r.info = model_info(*file, c, *reads);
-  r.config = &c;
-  r.isa = cpu::best_isa();
-  r.backend_name = std::string(backend->name());
-  Result<MachinePeaks> peaks = measure_peaks(f, r.isa, r.probes);  // while nothing else of ours runs
-  if (!peaks.ok()) return fail(peaks.message());
-  r.peaks = *peaks;
-
-  // One untimed token first: the weights' pages come in from the file here, not in a timed run.
-  if (Result<double> w = time_decode(m, *backend, 1, 1, 1, f.seed); !w.ok()) return fail(w.message());
-
-  progress("prefill: %lld tokens in chunks of %lld", static_cast<long long>(f.prompt), static_cast<long long>(f.ubatch));
-  Result<Speed> prefill = repeat(f.reps, static_cast<double>(f.prompt), "prefill",
-                                 [&] { return time_prefill(m, *backend, f.prompt, f.ubatch, f.seed); });
-  if (!prefill.ok()) return fail(prefill.message());
-  progress("decode: %lld tokens, batch 1", static_cast<long long>(f.gen));
-  Result<Speed> decode = repeat(f.reps, static_cast<double>(f.gen), "decode",
-                                [&] { return time_decode(m, *backend, 1, kDecodeContext, f.gen, f.seed); });
-  if (!decode.ok()) return fail(decode.message());
-  for (int64_t b : f.batches) {
-    if (b == 1) {  // batch 1 is the decode measurement itself
-      r.batched[b] = *decode;
-      continue;
+  std::vector<MatrixRead> reads;
+  for (cpu::Isa isa : f.isas) {
+    std::unique_ptr<Backend> backend = make_bench_backend(f, isa);
+    Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+    if (!model.ok()) return fail(model.message());
+    if (r.runs.empty()) {  // the file is checked now (load): what it costs, and the machine's limits
+      const ModelConfig& c = (*model)->config();
+      Result<std::vector<MatrixRead>> rd = llama_matrix_reads(*file, c);
+      if (!rd.ok()) return fail(rd.message());
+      reads = std::move(*rd);
+      r.path = *path;
+      r.cost = forward_cost(reads);
+      r.info = model_info(*file, c, reads);
+      r.config = c;
+      Result<MachinePeaks> peaks = measure_peaks(f, cpu::best_isa(), r.probes);  // while nothing else of ours runs
+      if (!peaks.ok()) return fail(peaks.message());
+      r.peaks = *peaks;
     }
-    progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
-    const std::string what = "batch " + std::to_string(b);
-    Result<Speed> s = repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(),
-                             [&] { return time_decode(m, *backend, b, kDecodeContext, f.batch_gen, f.seed); });
-    if (!s.ok()) return fail(s.message());
-    r.batched[b] = *s;
+    Result<IsaRun> run = run_isa(f, **model, *backend, reads, isa);
+    if (!run.ok()) return fail(run.message());
+    r.runs.push_back(std::move(*run));
   }
-
-  r.prefill = *prefill;
-  r.decode = *decode;
-
   if (f.json) {
     print_json(f, r);
   } else {
@@ -346,17 +442,19 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   app->add_option("-t,--threads", f->threads, "threads (probes and backend)")->check(CLI::Range(1, 1024));
   // A string parsed here rather than CLI11's delimiter, which silently drops empty items ("1,,8").
   app->add_option("--batch", f->batch_list, "batched-decode sizes, comma-separated (1 is the decode run)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            Result<std::vector<int64_t>> r = parse_batch_list(v);
-            return r.ok() ? std::string() : r.message();
-          },
-          "LIST", "batch list"));
+      ->check(list_validator([](const std::string& v) { return parse_batch_list(v).status(); }));
   // Bounds that keep the KV cache and the activations (ubatch x vocab logits) within reason.
   app->add_option("--prompt", f->prompt, "prefill prompt tokens")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app->add_option("--ubatch", f->ubatch, "prefill tokens per forward pass")->check(CLI::Range(int64_t{1}, int64_t{8192}));
   app->add_option("--gen", f->gen, "batch-1 decode tokens")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app->add_option("--batch-gen", f->batch_gen, "decode steps per batched run")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app->add_option("--context", f->context_list,
+                  "batch-1 decode after each of these many prompt tokens, comma-separated (the first is also the "
+                  "batched runs' context)")
+      ->check(list_validator([](const std::string& v) { return parse_int_list(v, kMaxContext, "context").status(); }));
+  app->add_option("--isa", f->isa_list,
+                  "best (default: the backend's choice), all (every SIMD ISA this CPU runs), or names: avx2,avx512")
+      ->check(list_validator([](const std::string& v) { return parse_isa_list(v).status(); }));
   app->add_option("--reps", f->reps, "repetitions of each test (the median is reported)")->check(CLI::Range(1, 1000));
   app->add_option("--seed", f->seed, "seed of the random token ids");
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
@@ -373,7 +471,9 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   app->add_option("--probe-ms", f->probe_ms, "compute probes: milliseconds per repetition")
       ->check(CLI::Range(0.1, 60000.0));
   return {app, [f] {
-            f->batches = *parse_batch_list(f->batch_list);  // the validator has accepted it
+            f->batches = *parse_batch_list(f->batch_list);  // the validators have accepted these
+            f->contexts = *parse_int_list(f->context_list, kMaxContext, "context");
+            f->isas = *parse_isa_list(f->isa_list);
             try {
               return run_bench_model(*f);
             } catch (const std::bad_alloc&) {

@@ -70,7 +70,7 @@ int run_generate(int argc, char** argv) {
   CpuBackendOptions backend_options;
   backend_options.n_threads = n_threads;
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, opt.n_ctx);
   if (!model.ok()) return fail(model.message());
 
   // BOS, then the prompt as SentencePiece encodes it (with its leading space).

@@ -1,4 +1,4 @@
-// tokenhive mkmodel: synthetic Llama GGUF files of real shapes, random weights.
+// tokenhive mkmodel: synthetic GGUF files of every supported architecture, real shapes, random weights.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -14,18 +14,19 @@
 namespace th::cli {
 
 int run_mkmodel(int argc, char** argv) {
-  CLI::App app{"Write a synthetic Llama-family GGUF model of a real shape with random weights.",
+  CLI::App app{"Write a synthetic GGUF model of a real shape with random weights, of any supported architecture.",
                "tokenhive mkmodel"};
-  std::string shape_name, type_name = "f16", out, vocab_path, arch = "llama";
+  std::string shape_name = "tiny", type_name = "f16", out, vocab_path, arch = "llama";
   SyntheticShape custom;
   uint64_t seed = 1;
   bool tied = false;
-  app.add_option("--shape", shape_name, "110m | 1.1b | 7b (or 'custom' with the shape flags)")->required();
-  app.add_option("--type", type_name, "f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q4_k | q5_k | q6_k");
+  app.add_option("--shape", shape_name, "tiny (default) | 110m | 1.1b | 7b (or 'custom' with the shape flags)");
+  app.add_option("--type", type_name, "f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k | q4_k | q5_k | q6_k | iq4_nl | iq4_xs");
   app.add_option("-o,--output", out, "output file")->required();
   app.add_option("--vocab", vocab_path,
                  "GGUF whose tokenizer to use (default: the Llama-2 32000-token vocab in ../shared)");
-  app.add_option("--arch", arch, "llama | qwen2 (qwen2 adds q/k/v biases)");
+  app.add_option("--arch", arch,
+                 "llama | llama3 (Llama 3.1 rope factors) | mixtral | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 | phi3");
   app.add_option("--seed", seed, "weights' random seed");
   app.add_flag("--tied", tied, "no output.weight: the embedding doubles as the output matrix");
   app.add_option("--dim", custom.n_embd, "custom: embedding size")->check(CLI::Range(1, 65536));
@@ -56,13 +57,12 @@ int run_mkmodel(int argc, char** argv) {
   static const std::map<std::string, DType> kTypes = {
       {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
       {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
-      {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+      {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K},
+      {"q6_k", DType::Q6_K}, {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS}};
   auto t = kTypes.find(type_name);
   if (t == kTypes.end()) return usage_error("unknown --type '" + type_name + "'");
   spec.type = t->second;
-  if (arch == "llama") spec.arch = Arch::Llama;
-  else if (arch == "qwen2") spec.arch = Arch::Qwen2;
-  else return usage_error("unknown --arch '" + arch + "' (llama, qwen2)");
+  if (Status s = apply_synthetic_arch(arch, spec); !s.ok()) return usage_error(s.message());
 
   if (vocab_path.empty()) {
     const std::string shared = find_shared_dir();
@@ -78,8 +78,8 @@ int run_mkmodel(int argc, char** argv) {
     std::fprintf(stderr, "tokenhive mkmodel: %s\n", s.message().c_str());
     return 1;
   }
-  std::fprintf(stderr, "tokenhive mkmodel: wrote %s (%s, %s)\n", out.c_str(), spec.shape.name.c_str(),
-               type_name.c_str());
+  std::fprintf(stderr, "tokenhive mkmodel: wrote %s (%s, %s, %s)\n", out.c_str(), arch.c_str(),
+               spec.shape.name.c_str(), type_name.c_str());
   return 0;
 }
 

@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,6 +84,8 @@ struct ServeFlags {
   std::string admin_token;
   std::string join, discovery, advertise;
   std::string cors_origins;
+  std::string chat_template;  // a Jinja file, or "chatml"; empty: the model's own
+  std::string pooling;        // embeddings: mean | last; empty: the model's metadata, else mean
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -150,6 +154,12 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
   app.add_option("--cors-origins", f.cors_origins,
                  "origins (comma-separated, or '*') whose browser requests get CORS headers and preflight answers; "
                  "default none");
+  app.add_option("--chat-template", f.chat_template,
+                 "chat template: a Jinja file, or 'chatml'; replaces the model's tokenizer.chat_template");
+  app.add_option("--pooling", f.pooling,
+                 "embeddings (/v1/embeddings): mean or last over the prompt's final hidden states (default: the "
+                 "model's <arch>.pooling_type when it says mean or last, else mean)")
+      ->check(CLI::IsMember({"mean", "last"}));
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
 }
@@ -219,6 +229,29 @@ Result<EngineConfig> engine_config(const ServeFlags& f, const ModelConfig& mc, c
   if (ec.kv.primary_blocks < 1)
     return Status::error(cat("--kv-cache-mib ", f.kv_cache_mib, " holds no KV block of ", block_bytes, " bytes"));
   return ec;
+}
+
+// The chat template: --chat-template's file (or the built-in "chatml"), else the model's.
+Result<ChatTemplate> load_chat_template(const std::string& flag, const GgufFile& file) {
+  if (flag.empty()) return chat_template_for(file);
+  if (flag == "chatml") return ChatTemplate::parse(ChatTemplate::chatml_source());
+  std::ifstream in(flag, std::ios::binary);
+  if (!in) return Status::error(cat("--chat-template ", flag, ": cannot open it (a Jinja file, or 'chatml')"));
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<ChatTemplate> t = ChatTemplate::parse(text.str());
+  if (!t.ok()) return Status::error(cat("--chat-template ", flag, ": ", t.message()));
+  return t;
+}
+
+// /v1/embeddings' pooling: the flag, else the model's <arch>.pooling_type when it is mean (1)
+// or last (3) (llama.cpp's numbering), else mean.
+Pooling embedding_pooling(const std::string& flag, const GgufFile& file) {
+  if (!flag.empty()) return flag == "last" ? Pooling::Last : Pooling::Mean;
+  Result<std::string> arch = file.get_string("general.architecture");
+  if (!arch.ok() || !file.has(*arch + ".pooling_type")) return Pooling::Mean;
+  Result<uint64_t> type = file.get_uint(*arch + ".pooling_type");
+  return type.ok() && *type == 3 ? Pooling::Last : Pooling::Mean;
 }
 
 // --join / --discovery: a router routes to this cell; null without either.
@@ -291,14 +324,14 @@ int run_serve(int argc, char** argv) {
   if (!file.ok()) return fail(file.message());
   Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
   if (!tok.ok()) return fail(tok.message());
-  Result<ChatTemplate> chat = chat_template_for(*file);
+  Result<ChatTemplate> chat = load_chat_template(f.chat_template, *file);
   if (!chat.ok()) return fail(chat.message());
   if (pin) set_own_cpus(std::vector<int>(cpus.begin() + 1, cpus.end()));
   CpuBackendOptions backend_options;
   backend_options.n_threads = f.threads;
   backend_options.pin = pin;
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, f.max_model_len);
   if (!model.ok()) return fail(model.message());
 
   Result<EngineConfig> ec = engine_config(f, (*model)->config(), *tok);
@@ -306,7 +339,7 @@ int run_serve(int argc, char** argv) {
   Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, *ec);
   if (!engine.ok()) return fail(engine.message());
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
-  api.attach(**engine, *tok, *chat);
+  api.attach(**engine, *tok, *chat, embedding_pooling(f.pooling, *file));
   std::fprintf(stderr,
                "tokenhive serve: ready: model %s (%s), %lld KV blocks of %lld positions (%s), max %lld sequences of %lld "
                "positions\n",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <limits>
 
 #include "engine/logprobs.h"
 
@@ -24,6 +25,8 @@ Status validate_request(const GenerateRequest& r, int64_t n_vocab, int64_t max_m
   if (Status s = r.sampling.validate(); !s.ok()) return Status::errorf("request: ", s.message());
   if (r.max_tokens == 0 || r.max_tokens < -1)
     return Status::errorf("request: max_tokens must be >= 1 (or -1: until the context is full), got ", r.max_tokens);
+  if (r.min_tokens < 0 || (r.max_tokens > 0 && r.min_tokens > r.max_tokens))
+    return Status::errorf("request: min_tokens must be in [0, max_tokens], got ", r.min_tokens);
   if (r.logprobs < -1 || r.logprobs > kMaxLogprobs)
     return Status::errorf("request: logprobs must be in [-1, ", kMaxLogprobs, "], got ", r.logprobs);
   if (r.compute_type != ComputeType::Auto && r.compute_type != ComputeType::Fp32)
@@ -187,6 +190,9 @@ Status Engine::run_batch(const Decision& d) {
   const Clock::time_point now = Clock::now();
   ForwardBatch fb;
   std::vector<uint64_t> sampled;  // sequences whose last token's logits come back, in batch order
+  std::vector<uint64_t> embedded;  // embedding sequences whose prompt this step completes
+  std::vector<std::pair<uint64_t, int64_t>> hidden_rows;  // (sequence, position) of each hidden state asked for
+  std::vector<uint8_t> want_hidden;
   for (size_t i = 0; i < entries.size(); ++i) {
     Sequence& s = *seqs_.at(static_cast<uint64_t>(entries[i].seq));
     const int64_t from = kv_->computed(entries[i].seq), to = entries[i].target;
@@ -197,11 +203,18 @@ Status Engine::run_batch(const Decision& d) {
     }
     if (s.state != SeqState::Decoding) s.state = SeqState::Prefilling;
     fb.tables.push_back(kv_->table(entries[i].seq));
-    for (int64_t p = from; p < to; ++p)
-      fb.add(s.tokens[static_cast<size_t>(p)], static_cast<int32_t>(i), static_cast<int32_t>(p), p + 1 == s.n_tokens());
-    if (to == s.n_tokens()) sampled.push_back(s.id);
+    const Pooling pool = s.request.pooling;
+    for (int64_t p = from; p < to; ++p) {
+      const bool last = p + 1 == s.n_tokens();
+      fb.add(s.tokens[static_cast<size_t>(p)], static_cast<int32_t>(i), static_cast<int32_t>(p), last && pool == Pooling::None);
+      const bool hidden = pool == Pooling::Mean || (pool == Pooling::Last && last);
+      want_hidden.push_back(hidden ? 1 : 0);
+      if (hidden) hidden_rows.emplace_back(s.id, p);
+    }
+    if (to == s.n_tokens()) (pool == Pooling::None ? sampled : embedded).push_back(s.id);
   }
-  if (Status f = model_->forward(fb, kv_->primary(), &logits_); !f.ok()) {
+  if (!hidden_rows.empty()) fb.want_hidden = std::move(want_hidden);
+  if (Status f = model_->forward(fb, kv_->primary(), &logits_, hidden_rows.empty() ? nullptr : &hidden_); !f.ok()) {
     kv_->rollback();
     return Status::errorf("engine: forward pass failed: ", f.message());
   }
@@ -212,7 +225,37 @@ Status Engine::run_batch(const Decision& d) {
   const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
   for (size_t k = 0; k < sampled.size(); ++k)
     sample_and_emit(*seqs_.at(sampled[k]), std::span<float>(logits_.data() + k * n_vocab, n_vocab), done);
+  pool_hidden(hidden_rows);
+  for (uint64_t id : embedded) finish_embedding(*seqs_.at(id), done);
   return ok_status();
+}
+
+// Embedding sequences: each hidden state of the step into its sequence's pool, in position
+// order (so a batch sums exactly as the sequence alone would), each position once.
+void Engine::pool_hidden(const std::vector<std::pair<uint64_t, int64_t>>& rows) {
+  const size_t n_embd = static_cast<size_t>(model_->config().n_embd);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    Sequence& s = *seqs_.at(rows[k].first);
+    const int64_t pos = rows[k].second;
+    if (pos < s.pooled_upto) continue;
+    if (s.pooled.empty()) s.pooled.assign(n_embd, 0.0);
+    const float* h = hidden_.data() + k * n_embd;
+    if (s.request.pooling == Pooling::Last)
+      for (size_t j = 0; j < n_embd; ++j) s.pooled[j] = h[j];
+    else
+      for (size_t j = 0; j < n_embd; ++j) s.pooled[j] += h[j];
+    s.pooled_upto = pos + 1;
+  }
+}
+
+void Engine::finish_embedding(Sequence& s, Clock::time_point now) {
+  TokenEvent e;
+  e.position = s.n_tokens();
+  const double scale = s.request.pooling == Pooling::Mean ? 1.0 / static_cast<double>(s.n_tokens()) : 1.0;
+  e.embedding.reserve(s.pooled.size());
+  for (double x : s.pooled) e.embedding.push_back(static_cast<float>(x * scale));
+  s.metrics.ttft_seconds = seconds(now - s.submitted);
+  finish(s, FinishReason::Stop, std::move(e));
 }
 
 void Engine::sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_point now) {
@@ -226,6 +269,12 @@ void Engine::sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_p
     raw.assign(logits.begin(), logits.end());
     lse = log_sum_exp(raw);
     if (s.request.logprobs > 0) e.top_logprobs = top_logprobs(raw, s.request.logprobs, lse);
+  }
+  // min_tokens (vLLM's): the tokens that would end it are masked until then (logprobs stay the raw ones).
+  if (s.n_generated() < s.request.min_tokens) {
+    for (const std::vector<int32_t>* ids : {&config_.end_of_generation, &s.request.stop_token_ids})
+      if (ids != &config_.end_of_generation || !s.request.ignore_eos)
+        for (int32_t id : *ids) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
   }
   TokenConstraint* constraint = s.request.constraint.get();
   if (constraint && !constraint->mask(logits)) {

@@ -78,6 +78,7 @@ class Engine {
   /// @brief A snapshot taken after the last step (any thread).
   EngineStats stats() const;
   int64_t max_model_len() const { return max_model_len_; }
+  int64_t hidden_size() const { return model_->config().n_embd; }  // an embedding's length
   const EngineConfig& config() const { return config_; }
 
  private:
@@ -89,6 +90,8 @@ class Engine {
   void apply_preemption(const Decision::Preemption& p);
   Status run_batch(const Decision& d);
   void sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_point now);
+  void pool_hidden(const std::vector<std::pair<uint64_t, int64_t>>& rows);
+  void finish_embedding(Sequence& s, Clock::time_point now);
   void finish(Sequence& s, FinishReason why, TokenEvent last, std::string error = {});
   void fail_all(const Status& why);
   void publish_stats();
@@ -114,6 +117,7 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<Sequence>> seqs_;  // live sequences by id (= arrival order)
   EngineStats counters_;
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // final hidden states of embedding requests' tokens
   std::atomic<bool> has_live_{false};
 
   std::thread thread_;

@@ -24,6 +24,9 @@ namespace th {
 enum class ComputeType : uint8_t { Auto, Fp32, Fp16, Bf16, Fp8 };
 std::string_view compute_type_name(ComputeType t);
 
+/// @brief How an embedding request pools its prompt's final hidden states; None: a generation.
+enum class Pooling : uint8_t { None, Mean, Last };
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;          // token ids; start with BOS for "from BOS"
   SamplingParams sampling;              // its seed keys the draws: same request, same tokens
@@ -36,6 +39,11 @@ struct GenerateRequest {
   std::string cache_salt;               // further isolation within a tenant
   std::optional<std::chrono::steady_clock::time_point> deadline;  // unfinished then: FinishReason::Deadline
   int32_t logprobs = -1;                // -1: none; 0: the chosen token's; k in 1..20: also the k most likely
+  int64_t min_tokens = 0;               // end-of-generation and stop tokens cannot be drawn before this many
+  // Mean or Last: an embedding request. Nothing is sampled; once its prompt is computed it
+  // finishes (Stop) with one event carrying the pooled hidden state. Mean pooling computes
+  // every prompt token itself (no prefix-cache hits: a cached token's hidden state is gone).
+  Pooling pooling = Pooling::None;
   // Structured output: masks the logits before every draw (logprobs stay the model's). Owned
   // by this request alone: its state is the tokens generated so far.
   std::shared_ptr<TokenConstraint> constraint;
@@ -63,6 +71,7 @@ struct TokenEvent {
   std::vector<TokenLogprob> top_logprobs;
   std::optional<FinishReason> finish;
   std::string error;      // with FinishReason::Error
+  std::vector<float> embedding;  // an embedding request's final event: the pooled state (not normalized)
 };
 
 /// @brief Latencies of one request, complete once its stream has finished.

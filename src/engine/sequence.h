@@ -48,7 +48,8 @@ struct Sequence {
       : id(id_), request(std::move(req)), channel(std::move(ch)), sampler(request.sampling),
         tokens(request.prompt), n_prompt(static_cast<int64_t>(tokens.size())), max_generated(max_generated_),
         root(prefix_root(request.tenant, request.cache_salt)), submitted(submitted_) {
-    extend_block_hashes(hashes, root, tokens, block_size);
+    // Without hashes a sequence neither finds nor publishes cached blocks.
+    if (request.pooling != Pooling::Mean) extend_block_hashes(hashes, root, tokens, block_size);
   }
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
@@ -69,6 +70,10 @@ struct Sequence {
   std::vector<BlockHash> hashes; // of every full block of `tokens`
   SeqState state = SeqState::Waiting;
   bool awaiting_advance = false;  // preempted and no token generated since (SeqSummary::awaiting_advance)
+  // Embedding requests: the pooled hidden state so far, and the positions it holds (a
+  // recomputed position is not counted twice).
+  std::vector<double> pooled;
+  int64_t pooled_upto = 0;
 
   // Timing (for RequestMetrics).
   Clock::time_point submitted;

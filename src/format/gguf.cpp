@@ -80,8 +80,8 @@ struct ForeignType {
 constexpr ForeignType kForeignTypes[] = {
     {4, "q4_2", true},        {5, "q4_3", true},        {16, "iq2_xxs", false},
     {17, "iq2_xs", false},    {18, "iq3_xxs", false},   {19, "iq1_s", false},
-    {20, "iq4_nl", false},    {21, "iq3_s", false},     {22, "iq2_s", false},
-    {23, "iq4_xs", false},    {29, "iq1_m", false},     {31, "q4_0_4_4", true},
+    {21, "iq3_s", false},     {22, "iq2_s", false},
+    {29, "iq1_m", false},     {31, "q4_0_4_4", true},
     {32, "q4_0_4_8", true},   {33, "q4_0_8_8", true},   {34, "tq1_0", false},
     {35, "tq2_0", false},     {36, "iq4_nl_4_4", true}, {37, "iq4_nl_4_8", true},
     {38, "iq4_nl_8_8", true}, {39, "mxfp4", false},     {40, "nvfp4", false},

@@ -30,15 +30,31 @@ std::vector<MatrixRead> llama_matrix_reads(const ModelConfig& c, const std::func
     r.push_back({name, type_of(name), rows, cols, lookup});
   };
   add("token_embd.weight", c.n_vocab, c.n_embd, true);
+  const bool fused = c.spec && c.spec->fused_qkv;  // phi3: attn_qkv and a gate-and-up ffn_up
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    add(p + "attn_q.weight", c.q_dim(), c.n_embd, false);
-    add(p + "attn_k.weight", c.kv_dim(), c.n_embd, false);
-    add(p + "attn_v.weight", c.kv_dim(), c.n_embd, false);
+    if (fused) {
+      add(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd, false);
+    } else {
+      add(p + "attn_q.weight", c.q_dim(), c.n_embd, false);
+      add(p + "attn_k.weight", c.kv_dim(), c.n_embd, false);
+      add(p + "attn_v.weight", c.kv_dim(), c.n_embd, false);
+    }
     add(p + "attn_output.weight", c.n_embd, c.q_dim(), false);
-    add(p + "ffn_gate.weight", c.n_ff, c.n_embd, false);
-    add(p + "ffn_up.weight", c.n_ff, c.n_embd, false);
-    add(p + "ffn_down.weight", c.n_embd, c.n_ff, false);
+    if (c.n_expert > 0) {
+      // A token reads the router and its n_expert_used experts' matrices (batch-1 decode).
+      add(p + "ffn_gate_inp.weight", c.n_expert, c.n_embd, false);
+      add(p + "ffn_gate_exps.weight", c.n_ff_exp * c.n_expert_used, c.n_embd, false);
+      add(p + "ffn_up_exps.weight", c.n_ff_exp * c.n_expert_used, c.n_embd, false);
+      add(p + "ffn_down_exps.weight", c.n_embd * c.n_expert_used, c.n_ff_exp, false);
+    } else if (fused) {
+      add(p + "ffn_up.weight", 2 * c.n_ff, c.n_embd, false);
+      add(p + "ffn_down.weight", c.n_embd, c.n_ff, false);
+    } else {
+      add(p + "ffn_gate.weight", c.n_ff, c.n_embd, false);
+      add(p + "ffn_up.weight", c.n_ff, c.n_embd, false);
+      add(p + "ffn_down.weight", c.n_embd, c.n_ff, false);
+    }
   }
   add(tied_output ? "token_embd.weight" : "output.weight", c.n_vocab, c.n_embd, false);
   return r;
@@ -54,7 +70,8 @@ Result<std::vector<MatrixRead>> llama_matrix_reads(const GgufFile& f, const Mode
     }
     return t->type;
   };
-  std::vector<MatrixRead> r = llama_matrix_reads(c, type_of, f.tensor("output.weight") == nullptr);
+  const bool tied = f.tensor("output.weight") == nullptr || (c.spec && c.spec->output_is_embd);
+  std::vector<MatrixRead> r = llama_matrix_reads(c, type_of, tied);
   if (!missing.empty()) return Status::errorf(f.name(), ": missing tensor '", missing, "'");
   return r;
 }

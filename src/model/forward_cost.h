@@ -52,8 +52,9 @@ bool runs_on_int8(DType t);
 ForwardCost forward_cost(std::span<const MatrixRead> reads);
 
 /// @brief The matrices LlamaModel's forward pass reads, for a config and the type of each
-/// named tensor: token_embd (a lookup), per layer attn_q/k/v/output and ffn_gate/up/down,
-/// and output (token_embd itself, read whole, when tied).
+/// named tensor: token_embd (a lookup), per layer attn_q/k/v (phi3: attn_qkv)/output and
+/// ffn_gate/up/down (phi3: ffn_up holds both; a mixture of experts: the router and the
+/// n_expert_used experts a token reads), and output (token_embd itself, read whole, when tied).
 std::vector<MatrixRead> llama_matrix_reads(const ModelConfig& c, const std::function<DType(const std::string&)>& type_of,
                                            bool tied_output);
 /// @brief The same, with the types from the file (which LlamaModel::load has already checked).

@@ -22,19 +22,111 @@ Result<int64_t> get_dim(const GgufFile& f, const std::string& key, int64_t lo, i
   return static_cast<int64_t>(v);
 }
 
+// The architectures, each as llama.cpp builds its graph (src/models/<arch>.cpp at
+// upstream 82bb48500) and its converter writes its GGUF.
+constexpr ArchSpec kArchs[] = {
+    {.name = "llama", .arch = Arch::Llama, .moe = true},  // Llama 1/2/3, Mistral; Mixtral when expert_count > 0
+    {.name = "qwen2", .arch = Arch::Qwen2, .rope_neox = true, .qkv_bias = true},
+    {.name = "qwen3", .arch = Arch::Qwen3, .rope_neox = true, .qk_norm = true},
+    {.name = "qwen3moe", .arch = Arch::Qwen3Moe, .rope_neox = true, .qk_norm = true, .moe = true},
+    {.name = "gemma2", .arch = Arch::Gemma2, .rope_neox = true, .post_norms = true, .embd_scale = true,
+     .output_is_embd = true, .act = FfnAct::GeluTanh, .swa_period = 2},
+    {.name = "gemma3", .arch = Arch::Gemma3, .rope_neox = true, .qk_norm = true, .post_norms = true,
+     .embd_scale = true, .act = FfnAct::GeluTanh, .swa_period = 6},
+    {.name = "phi3", .arch = Arch::Phi3, .rope_neox = true, .fused_qkv = true, .fused_gate_up = true},
+};
+
+Result<float> get_positive(const GgufFile& f, const std::string& key, double hi) {
+  TH_ASSIGN_OR_RETURN(double v, f.get_float(key));
+  if (!(v > 0 && v < hi)) return Status::errorf(f.name(), ": ", key, " = ", v, " is not in (0, ", hi, ")");
+  return static_cast<float>(v);
+}
+
+// Sliding-window layers, gemma's softcaps and query scale, as llama.cpp's gemma2.cpp/gemma3.cpp read them.
+Status read_gemma(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const bool gemma2 = c.arch == Arch::Gemma2;
+  if (gemma2) {
+    c.sliding_window = 4096;  // Gemma 2's window when the file does not say
+    c.attn_softcap = 50.0f;   // and its soft-caps (llama.cpp's defaults)
+    c.final_softcap = 30.0f;
+    if (f.has(a + "attn_logit_softcapping")) {
+      TH_ASSIGN_OR_RETURN(c.attn_softcap, get_positive(f, a + "attn_logit_softcapping", 1e6));
+    }
+  }
+  if (f.has(a + "final_logit_softcapping")) {
+    TH_ASSIGN_OR_RETURN(c.final_softcap, get_positive(f, a + "final_logit_softcapping", 1e6));
+  }
+  if (f.has(a + "attention.sliding_window")) {
+    TH_ASSIGN_OR_RETURN(c.sliding_window, get_dim(f, a + "attention.sliding_window", 0, int64_t{1} << 24));
+  }
+  int64_t period = c.spec->swa_period;
+  // A scalar period, as llama.cpp reads it (get_key_or_arr into a uint32_t: an array there
+  // is passed over and the default kept, so the same here).
+  if (f.has(a + "attention.sliding_window_pattern") && !f.get_array(a + "attention.sliding_window_pattern").ok()) {
+    TH_ASSIGN_OR_RETURN(period, get_dim(f, a + "attention.sliding_window_pattern", 0, kMaxLayers));
+  }
+  // Layer l is global when l % period == period - 1 (llama.cpp's set_swa_pattern); period 0: all local.
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.layer_swa[static_cast<size_t>(l)] = period == 0 || l % period < period - 1;
+  c.rope_freq_base_swa = gemma2 ? c.rope_freq_base : 10000.0f;
+  c.rope_freq_scale_swa = gemma2 ? c.rope_freq_scale : 1.0f;
+  if (f.has(a + "rope.freq_base_swa")) {
+    TH_ASSIGN_OR_RETURN(c.rope_freq_base_swa, get_positive(f, a + "rope.freq_base_swa", 1e12));
+  }
+  // Gemma's query_pre_attn_scalar is not in the GGUF: it is head_dim except for the 27B
+  // models (46 layers for Gemma 2, 62 for Gemma 3), where it is n_embd / n_head (144, 168).
+  const bool is_27b = c.n_layer == (gemma2 ? 46 : 62);
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c.n_embd / c.n_head : c.head_dim));
+  return ok_status();
+}
+
+Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  if (f.has(a + "expert_count")) {
+    TH_ASSIGN_OR_RETURN(c.n_expert, get_dim(f, a + "expert_count", 0, 4096));
+  }
+  if (c.n_expert == 0) {
+    if (c.arch == Arch::Qwen3Moe) return Status::errorf(f.name(), ": ", a, "expert_count is missing or 0");
+    return ok_status();
+  }
+  TH_ASSIGN_OR_RETURN(c.n_expert_used, get_dim(f, a + "expert_used_count", 1, c.n_expert));
+  c.n_ff_exp = c.n_ff;  // mixtral: every expert is a full FFN
+  if (f.has(a + "expert_feed_forward_length")) {
+    TH_ASSIGN_OR_RETURN(c.n_ff_exp, get_dim(f, a + "expert_feed_forward_length", 1, kMaxFf));
+  } else if (c.arch == Arch::Qwen3Moe) {
+    c.n_ff_exp = c.n_ff / c.n_expert_used;  // llama.cpp's fallback
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+const ArchSpec* find_arch(std::string_view name) {
+  for (const ArchSpec& s : kArchs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const ArchSpec& arch_spec(Arch arch) {
+  for (const ArchSpec& s : kArchs)
+    if (s.arch == arch) return s;
+  return kArchs[0];  // unreachable: every Arch has a row
+}
+
+std::string supported_arch_names() {
+  std::string out;
+  for (const ArchSpec& s : kArchs) out += (out.empty() ? "" : ", ") + std::string(s.name);
+  return out;
+}
 
 Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   TH_ASSIGN_OR_RETURN(c.arch_name, f.get_string("general.architecture"));
-  if (c.arch_name == "llama") {
-    c.arch = Arch::Llama;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::Qwen2;
-    c.rope_neox = true;
-  } else {
-    return Status::errorf(f.name(), ": unsupported architecture '", c.arch_name, "' (llama and qwen2 are supported)");
-  }
+  c.spec = find_arch(c.arch_name);
+  if (!c.spec)
+    return Status::errorf(f.name(), ": unsupported architecture '", c.arch_name, "' (supported: ",
+                          supported_arch_names(), ")");
+  c.arch = c.spec->arch;
+  c.rope_neox = c.spec->rope_neox;
   const std::string a = c.arch_name + ".";
   TH_ASSIGN_OR_RETURN(c.n_embd, get_dim(f, a + "embedding_length", 1, kMaxEmbd));
   TH_ASSIGN_OR_RETURN(c.n_layer, get_dim(f, a + "block_count", 1, kMaxLayers));
@@ -82,10 +174,23 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
       TH_ASSIGN_OR_RETURN(double factor, f.get_float(a + "rope.scaling.factor"));
       if (!(factor >= 1 && factor < 1e6)) return Status::errorf(f.name(), ": rope.scaling.factor ", factor, " is not >= 1");
       c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    } else if (type == "longrope" && c.arch == Arch::Phi3) {
+      // Carried by the rope_factors_long/short tensors and rope.scaling.attn_factor.
     } else if (type != "none") {
-      return Status::errorf(f.name(), ": unsupported rope.scaling.type '", type, "'");
+      return Status::errorf(f.name(), ": unsupported rope.scaling.type '", type, "' (none and linear are supported)");
     }
   }
+  if (f.has(a + "rope.scaling.attn_factor")) {
+    TH_ASSIGN_OR_RETURN(c.rope_attn_factor, get_positive(f, a + "rope.scaling.attn_factor", 1e3));
+  }
+  c.rope_orig_ctx = c.n_ctx_train;
+  if (f.has(a + "rope.scaling.original_context_length")) {
+    TH_ASSIGN_OR_RETURN(c.rope_orig_ctx, get_dim(f, a + "rope.scaling.original_context_length", 1, int64_t{1} << 24));
+  }
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  c.layer_swa.assign(static_cast<size_t>(c.n_layer), 0);
+  if (c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) TH_RETURN_IF_ERROR(read_gemma(f, a, c));
+  if (c.spec->moe) TH_RETURN_IF_ERROR(read_experts(f, a, c));
   const GgufTensor* embd = f.tensor("token_embd.weight");
   if (!embd) return Status::errorf(f.name(), ": missing tensor 'token_embd.weight'");
   if (embd->dims.size() != 2 || embd->dims[0] != c.n_embd)

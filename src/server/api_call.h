@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "server/api_keys.h"
 #include "server/api_request.h"
 #include "server/stop_strings.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace th::server {
@@ -43,6 +45,12 @@ struct Choice {
   std::string finish_reason;  // stop | length | cancelled | error
   std::string error;
   RequestMetrics metrics;
+  // A stream of a chat with tools: the released text parsed for calls as it comes
+  // (tool_call_parser.h), the deltas waiting to go out (one per chunk), calls found so far.
+  std::unique_ptr<ToolCallParser> tool_parser;
+  std::deque<nlohmann::ordered_json> tool_deltas;
+  size_t tool_calls = 0;
+  bool tool_parser_done = false;
 };
 
 // One HTTP request for generation, from parse to its last byte.
@@ -59,6 +67,7 @@ struct Call {
   std::vector<std::vector<int32_t>> prompt_ids;
   std::vector<std::string> prompt_texts;  // for echo
   std::vector<Choice> choices;
+  std::optional<ToolCallFormat> tool_format;  // a chat with active tools: the output's format
   bool submitted = false;   // every choice is in the engine
   bool streaming = false;   // the SSE stream has started
   bool client_gone = false;

@@ -601,7 +601,7 @@ class RequestReader {
 
   // OpenAI's (and vLLM's) fields this server does not implement: asking for
   // what they do is a 400, never silently ignored; their "off" values pass.
-  bool read_unsupported(const ApiRequest& r) {
+  bool read_unsupported(ApiRequest& r) {
     if (const Json* v = field("logit_bias")) {
       if (!v->is_object()) return fail("logit_bias", "must be an object of token id -> bias" + got(*v));
       if (!v->empty()) return fail("logit_bias", "is not supported: send null or {}");
@@ -617,18 +617,18 @@ class RequestReader {
         return fail("best_of", cat("is not supported except equal to n (", r.n,
                                    "): ranking several completions to return the best is not implemented"));
     }
-    for (std::string_view name : {"tools", "functions"}) {
-      if (const Json* v = field(name)) {
-        if (!v->is_array()) return fail(std::string(name), "must be an array" + got(*v));
-        if (!v->empty()) return fail(std::string(name), "are not supported (no tool calling): send null or []");
-      }
+    if (endpoint_ == ApiEndpoint::ChatCompletions) {
+      if (auto e = read_tool_fields(field("tools"), field("tool_choice"), r.messages, &r.tools)) return error = e, false;
+    } else if (const Json* t = field("tools"); t && !(t->is_array() && t->empty())) {
+      return fail("tools", "is only for /v1/chat/completions");
+    } else if (const Json* c = field("tool_choice"); c && !(c->is_string() && (*c == "none" || *c == "auto"))) {
+      return fail("tool_choice", "is only for /v1/chat/completions");
     }
-    for (std::string_view name : {"tool_choice", "function_call"}) {
-      if (const Json* v = field(name)) {
-        if (!(v->is_string() && (*v == "none" || *v == "auto")))
-          return fail(std::string(name), "is not supported (no tool calling): only \"none\" or \"auto\"" + got(*v));
-      }
-    }
+    // OpenAI's deprecated functions/function_call: tools and tool_choice replace them.
+    if (const Json* v = field("functions"); v && !(v->is_array() && v->empty()))
+      return fail("functions", "is not supported: use tools");
+    if (const Json* v = field("function_call"); v && !(v->is_string() && (*v == "none" || *v == "auto")))
+      return fail("function_call", "is not supported: use tool_choice");
     return true;
   }
 

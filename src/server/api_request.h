@@ -19,6 +19,7 @@
 #include "engine/request.h"
 #include "grammar/grammar.h"
 #include "http/http_response.h"
+#include "server/tool_request.h"
 
 namespace th::server {
 
@@ -115,6 +116,11 @@ struct ApiRequest {
   // Native extension (the router's migration): only with n = 1, one prompt, a seed and
   // stream = true; see ApiContinuation.
   std::optional<ApiContinuation> continuation;
+  // Chat: tools and tool_choice (tool_request.h); template variables from
+  // chat_template_kwargs (an object, {} when absent).
+  ToolRequest tools;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  int64_t min_tokens = 0;  // vLLM's: end-of-generation and stop tokens are masked until this many are generated
   // Structured output (structured_output.h): the compiled grammar every choice follows, and
   // the field that asked for it; null when none did.
   std::shared_ptr<const grammar::Grammar> grammar;

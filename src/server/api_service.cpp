@@ -19,11 +19,13 @@
 #include "server/api_call.h"
 #include "server/call_record.h"
 #include "server/choice_text.h"
+#include "server/embeddings_api.h"
 #include "server/grammar_constraint.h"
 #include "server/openai_format.h"
 #include "server/prompt_tokens.h"
 #include "server/serving_metrics.h"
 #include "server/tokenize_api.h"
+#include "server/tool_call_response.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -118,6 +120,9 @@ struct ApiService::Impl {
   std::atomic<Engine*> engine{nullptr};  // set once by attach(); read from any thread
   const Tokenizer* tok = nullptr;
   const ChatTemplate* chat = nullptr;
+  ToolCallFormat tool_format = ToolCallFormat::Hermes;  // from the chat template (tool_call_parser.h)
+  std::vector<int32_t> tool_markers;  // its markers that are single tokens, rendered for the parser
+  std::unique_ptr<EmbeddingService> embeddings;  // POST /v1/embeddings, once attached
   std::thread responder;
   int64_t started_unix = 0;
 
@@ -330,6 +335,7 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     return;
   }
   c.seed = c.req.seed_given ? c.req.sampling.seed : rng() >> 1;
+  if (c.req.tools.active()) c.tool_format = tool_format;
   if (!submit(c, param)) return;
   c.submitted = true;
   if (!c.req.stream) return;
@@ -357,6 +363,7 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
       // The prompt goes through the detokenizer first, so the continuation's first piece
       // keeps its leading space (it is dropped only right after BOS).
       for (int32_t id : c.prompt_ids[p]) ch.detok->push(id);
+      if (c.tool_format) start_tool_parsing(c, ch, tool_markers);
       ch.stop.emplace(q.stop, q.include_stop_str_in_output);
       if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kMask) ch.pii_mask = std::make_unique<pii::StreamingRedactor>(*c.redactor);
       if (c.redactor && c.redactor->policy().mode == pii::RedactMode::kPseudonymize)
@@ -377,9 +384,9 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
       g.tenant = c.tenant;
       g.cache_salt = q.cache_salt;
       g.logprobs = q.logprobs;
-      Result<std::shared_ptr<TokenConstraint>> constraint = constraint_for(q, grammar_vocab, *tok);
-      if (constraint.ok()) g.constraint = std::move(constraint).value();
-      Result<RequestStream> s = !constraint.ok() ? Result<RequestStream>(constraint.status())
+      g.min_tokens = q.min_tokens;
+      Status constrained = constrain(q, grammar_vocab, *tok, g);
+      Result<RequestStream> s = !constrained.ok() ? Result<RequestStream>(constrained)
           : engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
       if (!s.ok()) {
         for (Choice& done : c.choices) {  // cancel what was submitted
@@ -426,7 +433,7 @@ void ApiService::Impl::pump(Call& c) {
 
 // A stream's next chunk for `ch`: what it has that has not been sent (nothing when nothing new).
 void ApiService::Impl::emit(Call& c, Choice& ch) {
-  if (std::optional<std::string> e = next_event(c, ch, options.model_name, piece_of())) send_event(c, *e);
+  while (std::optional<std::string> e = next_event(c, ch, options.model_name, piece_of())) send_event(c, *e);
 }
 
 void ApiService::Impl::send_event(Call& c, std::string_view data) {
@@ -597,26 +604,16 @@ void ApiService::add_routes(http::HttpServer& server) {
   Impl* impl = impl_.get();
   // llama-server's /health: 503 while the model loads and while draining, so that a load
   // balancer probing /health alone sends nothing to a cell that cannot serve it.
-  server.route("GET", "/health", [impl](const http::HttpRequest&, http::ResponseWriter w) {
-    const int s = impl->state.load(std::memory_order_acquire);
-    if (s == Impl::kReady) {
-      w.send(ordered_json_response(200, json{{"status", "ok"}}));
-      return;
-    }
-    http::HttpResponse r = ordered_json_response(503, json{{"status", s == Impl::kLoading ? "loading" : "draining"}});
-    http::set_retry_after(r, impl->options.retry_after);
-    w.send(std::move(r));
-  });
-  server.route("GET", "/ready", [impl](const http::HttpRequest&, http::ResponseWriter w) {
-    const int s = impl->state.load(std::memory_order_acquire);
-    if (s == Impl::kReady) {
-      w.send(ordered_json_response(200, json{{"status", "ready"}}));
-      return;
-    }
-    http::HttpResponse r = ordered_json_response(503, json{{"status", s == Impl::kLoading ? "loading" : "draining"}});
-    http::set_retry_after(r, impl->options.retry_after);
-    w.send(std::move(r));
-  });
+  for (const char* path : {"/health", "/ready"}) {
+    const char* ok = path == std::string_view("/health") ? "ok" : "ready";
+    server.route("GET", path, [impl, ok](const http::HttpRequest&, http::ResponseWriter w) {
+      const int s = impl->state.load(std::memory_order_acquire);
+      if (s == Impl::kReady) return void(w.send(ordered_json_response(200, json{{"status", ok}})));
+      http::HttpResponse r = ordered_json_response(503, json{{"status", s == Impl::kLoading ? "loading" : "draining"}});
+      http::set_retry_after(r, impl->options.retry_after);
+      w.send(std::move(r));
+    });
+  }
  if (impl->options.metrics) {
     http::HttpServer* http = &server;
     server.route("GET", "/metrics", [impl, http](const http::HttpRequest&, http::ResponseWriter w) {
@@ -651,6 +648,11 @@ void ApiService::add_routes(http::HttpServer& server) {
   server.route("POST", "/v1/chat/completions", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
     impl->handle_generation(ApiEndpoint::ChatCompletions, r, std::move(w));
   });
+  server.route("POST", "/v1/embeddings", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
+    const ApiKey* key = nullptr;
+    if (impl->check_ready(r, w) && (!impl->options.keys || (key = impl->authenticate(r, w))))
+      impl->embeddings->handle(r, std::move(w), key);
+  });
   server.route("POST", "/tokenize", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_tokenize(false, r, std::move(w)); });
   server.route("POST", "/detokenize", [impl](const http::HttpRequest& r, http::ResponseWriter w) { impl->handle_tokenize(true, r, std::move(w)); });
   server.route("POST", "/v1/generate", [impl](const http::HttpRequest& r, http::ResponseWriter w) {
@@ -658,10 +660,15 @@ void ApiService::add_routes(http::HttpServer& server) {
   });
 }
 
-void ApiService::attach(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
+void ApiService::attach(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template, Pooling pooling) {
   impl_->engine.store(&engine, std::memory_order_release);
   impl_->tok = &tokenizer;
   impl_->chat = &chat_template;
+  impl_->tool_format = detect_tool_call_format(chat_template.source());
+  impl_->tool_markers = tool_marker_ids(impl_->tool_format, tokenizer);
+  impl_->embeddings = std::make_unique<EmbeddingService>(engine, tokenizer, pooling, engine.hidden_size(),
+      impl_->options.model_name, impl_->options.limits, impl_->options.max_pending,
+      [o = &impl_->options](const CallRecord& r) { write_record(r, o->access_log, o->audit); });
   impl_->state.store(Impl::kReady, std::memory_order_release);
 }
 
@@ -681,10 +688,13 @@ void ApiService::stop() {
   }
   impl_->mailbox->cv.notify_one();
   impl_->responder.join();
+  impl_->embeddings.reset();
 }
 
 bool ApiService::ready() const { return impl_->state.load(std::memory_order_acquire) == Impl::kReady; }
 
-int64_t ApiService::in_flight() const { return impl_->in_flight.load(); }
+int64_t ApiService::in_flight() const {
+  return impl_->in_flight.load() + (impl_->embeddings ? impl_->embeddings->in_flight() : 0);
+}
 
 }  // namespace th::server

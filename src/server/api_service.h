@@ -79,7 +79,9 @@ class ApiService {
   /// @brief The model is loaded: generation endpoints open and /ready says 200. The
   /// engine must be running (Engine::start) and, with the tokenizer and template,
   /// outlive stop().
-  void attach(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template);
+  /// `pooling` is what /v1/embeddings pools the final hidden states with.
+  void attach(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+              Pooling pooling = Pooling::Mean);
   /// @brief Not ready any more: new generation requests get 503; in-flight ones go on.
   void drain();
   /// @brief Cancels whatever is in flight and joins the responder thread.

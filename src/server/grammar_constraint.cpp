@@ -46,15 +46,15 @@ bool GrammarConstraint::accept(int32_t token) {
   return !piece.empty() && matcher_.accept(piece);
 }
 
-Result<std::shared_ptr<TokenConstraint>> constraint_for(const ApiRequest& q, std::shared_ptr<const GrammarVocab>& vocab,
-                                                        const Tokenizer& tok) {
-  if (!q.grammar) return std::shared_ptr<TokenConstraint>();
+Status constrain(const ApiRequest& q, std::shared_ptr<const GrammarVocab>& vocab, const Tokenizer& tok, GenerateRequest& g) {
+  if (!q.grammar) return ok_status();
   if (!vocab) vocab = make_grammar_vocab(tok);
   auto c = std::make_shared<GrammarConstraint>(q.grammar, vocab);
   if (q.continuation)
     for (int32_t t : q.continuation->token_ids)
       if (!c->accept(t)) return Status::errorf("request: continuation.token_ids do not follow ", q.grammar_param);
-  return std::shared_ptr<TokenConstraint>(std::move(c));
+  g.constraint = std::move(c);
+  return ok_status();
 }
 
 }  // namespace th::server

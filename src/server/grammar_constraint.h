@@ -41,9 +41,8 @@ class GrammarConstraint final : public TokenConstraint {
   std::vector<uint64_t> allowed_;  // scratch: one bit per token
 };
 
-/// @brief A choice's constraint for `q` (null without a grammar), already past what a
-/// continuation generated; `vocab` is built from `tok` on first use.
-Result<std::shared_ptr<TokenConstraint>> constraint_for(const ApiRequest& q, std::shared_ptr<const GrammarVocab>& vocab,
-                                                        const Tokenizer& tok);
+/// @brief Sets g.constraint to a choice's own matcher over q's grammar (none without one),
+/// already past what a continuation generated; `vocab` is built from `tok` on first use.
+Status constrain(const ApiRequest& q, std::shared_ptr<const GrammarVocab>& vocab, const Tokenizer& tok, GenerateRequest& g);
 
 }  // namespace th::server

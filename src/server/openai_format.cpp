@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "http/http_response.h"
+#include "server/tool_call_response.h"
 
 namespace th::server {
 
@@ -122,10 +123,13 @@ std::optional<WireJson> opening_chunk(const Call& c, std::string_view model) {
 std::optional<std::string> next_event(const Call& c, Choice& ch, std::string_view model, const PieceOf& piece) {
   const ApiRequest& q = c.req;
   const bool want_ids = wants_token_ids(q);
-  const bool new_text = ch.sent_text < ch.text.size();
-  const bool new_tokens = ch.sent_tokens < ch.token_ids.size();
   if (ch.final_sent) return std::nullopt;
-  const bool finishing = ch.text_done;
+  // A chat with tools sends its parser's deltas, one per chunk.
+  const bool tools = ch.tool_parser != nullptr;
+  if (tools) queue_tool_deltas(c, ch);
+  const bool new_text = tools ? !ch.tool_deltas.empty() : ch.sent_text < ch.text.size();
+  const bool new_tokens = ch.sent_tokens < ch.token_ids.size();
+  const bool finishing = ch.text_done && (!tools || ch.tool_deltas.empty());
   if (!new_text && !(want_ids && new_tokens) && !(q.logprobs >= 0 && new_tokens) && !finishing) return std::nullopt;
   if (finishing && (ch.finish_reason == "cancelled" || ch.finish_reason == "error")) {
     ch.final_sent = true;
@@ -136,7 +140,10 @@ std::optional<std::string> next_event(const Call& c, Choice& ch, std::string_vie
   WireJson j = chunk_header(c, model);
   WireJson choice = {{"index", ch.index}};
   const std::string delta = ch.text.substr(ch.sent_text);
-  if (q.endpoint == ApiEndpoint::ChatCompletions) {
+  if (tools) {
+    choice["delta"] = new_text ? std::move(ch.tool_deltas.front()) : WireJson::object();
+    if (new_text) ch.tool_deltas.pop_front();
+  } else if (q.endpoint == ApiEndpoint::ChatCompletions) {
     choice["delta"] = new_text ? WireJson{{"content", delta}} : WireJson::object();
   } else {
     choice["text"] = delta;
@@ -149,7 +156,7 @@ std::optional<std::string> next_event(const Call& c, Choice& ch, std::string_vie
   const size_t to = ch.logprob_events.size();
   choice["logprobs"] = logprobs_of(c, ch, ch.sent_logprobs, to, ch.sent_text, piece);
   if (q.logprobs >= 0) ch.sent_logprobs = to;
-  choice["finish_reason"] = finishing ? WireJson(ch.finish_reason) : WireJson(nullptr);
+  choice["finish_reason"] = !finishing ? WireJson(nullptr) : WireJson(tools ? tool_finish_reason(ch) : ch.finish_reason);
   j["choices"].push_back(std::move(choice));
   ch.sent_text = ch.text.size();
   ch.sent_tokens = ch.token_ids.size();
@@ -168,14 +175,17 @@ WireJson response_body(const Call& c, std::string_view model, const PieceOf& pie
                                : c.redactor && c.redactor->policy().mode == pii::RedactMode::kPseudonymize
                                    ? c.redactor->restore(c.prompt_texts[ch.prompt_index])
                                    : c.prompt_texts[ch.prompt_index];
-    if (q.endpoint == ApiEndpoint::ChatCompletions) {
+    std::string finish_reason = ch.finish_reason;
+    if (q.endpoint == ApiEndpoint::ChatCompletions && c.tool_format) {
+      choice["message"] = tool_message(c, ch, &finish_reason);
+    } else if (q.endpoint == ApiEndpoint::ChatCompletions) {
       choice["message"] = {{"role", "assistant"}, {"content", ch.text}};
     } else {
       choice["text"] = prefix + ch.text;
     }
     if (wants_token_ids(q)) choice["token_ids"] = ch.token_ids;
     choice["logprobs"] = logprobs_of(c, ch, 0, ch.logprob_events.size(), prefix.size(), piece);
-    choice["finish_reason"] = ch.finish_reason;
+    choice["finish_reason"] = finish_reason;
     choices.push_back(std::move(choice));
   }
   j["choices"] = std::move(choices);

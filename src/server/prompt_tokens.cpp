@@ -5,16 +5,23 @@
 namespace th::server {
 
 Status chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt, bool add_bos, const Tokenizer& tok,
-                   const ChatTemplate& chat, std::string* text, std::vector<int32_t>* ids) {
+                   const ChatTemplate& chat, std::string* text, std::vector<int32_t>* ids,
+                   const nlohmann::ordered_json& variables) {
   const VocabData& v = tok.vocab();
   const std::string bos = v.bos >= 0 ? tok.token_to_piece(v.bos, true) : "";
   const std::string eos = v.eos >= 0 ? tok.token_to_piece(v.eos, true) : "";
-  Result<std::string> rendered = chat.render_json(messages, add_generation_prompt, bos, eos);
+  Result<std::string> rendered = chat.render_json(messages, add_generation_prompt, bos, eos, variables);
   if (!rendered.ok()) return Status::errorf("the chat template failed on these messages: ", rendered.message());
   *ids = tok.encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
   if (add_bos && v.add_bos && v.bos >= 0 && (ids->empty() || ids->front() != v.bos)) ids->insert(ids->begin(), v.bos);
   *text = std::move(*rendered);
   return ok_status();
+}
+
+nlohmann::ordered_json template_variables(const ApiRequest& q) {
+  nlohmann::ordered_json v = q.chat_template_kwargs;
+  if (q.tools.active()) v["tools"] = q.tools.tools;
+  return v;
 }
 
 Status tokenize_prompts(Call& c, const Tokenizer& tokenizer, const ChatTemplate& chat_template, std::string* param) {
@@ -42,7 +49,9 @@ Status tokenize_prompts(Call& c, const Tokenizer& tokenizer, const ChatTemplate&
     *param = "messages";
     std::string text;
     std::vector<int32_t> ids;
-    if (Status s = chat_prompt(q.messages, q.add_generation_prompt, /*add_bos=*/true, *tok, *chat, &text, &ids); !s.ok())
+    if (Status s = chat_prompt(q.messages, q.add_generation_prompt, /*add_bos=*/true, *tok, *chat, &text, &ids,
+                           template_variables(q));
+        !s.ok())
       return s;
     c.prompt_ids.push_back(std::move(ids));
     c.prompt_texts.push_back(std::move(text));

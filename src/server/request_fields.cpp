@@ -28,9 +28,7 @@ struct NotImplemented {
   std::string_view why;
 };
 constexpr NotImplemented kNotImplemented[] = {
-    {"chat_template_kwargs", "is not supported: the chat template takes no extra arguments"},
     {"prompt_logprobs", "is not supported (no prompt logprobs)"},
-    {"min_tokens", "is not supported except 0: the engine has no minimum length (use ignore_eos)"},
 };
 
 std::string_view path_of(ApiEndpoint e) {
@@ -47,6 +45,35 @@ std::optional<http::ApiError> read_bool(const RequestFields& fields, std::string
   if (!v) return std::nullopt;
   if (!v->is_boolean()) return refuse(name, "must be true or false");
   *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// vLLM's: end-of-generation and stop tokens are masked until min_tokens are generated.
+std::optional<http::ApiError> read_min_tokens(const RequestFields& fields, ApiRequest& r, const ApiRequestLimits& limits) {
+  const Json* v = present(fields, "min_tokens");
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > limits.max_tokens)
+    return refuse("min_tokens", cat("must be an integer from 0 to ", limits.max_tokens));
+  r.min_tokens = v->get<int64_t>();
+  if (r.max_tokens != -1 && r.min_tokens > r.max_tokens)
+    return refuse("min_tokens", cat("is ", r.min_tokens, " but max_tokens is ", r.max_tokens, ": it must not be larger"));
+  return std::nullopt;
+}
+
+// Template variables (vLLM's and llama-server's chat_template_kwargs, e.g. enable_thinking).
+// The names the service sets itself are refused rather than silently overridden either way.
+std::optional<http::ApiError> read_template_kwargs(ApiEndpoint endpoint, const RequestFields& fields, ApiRequest& r) {
+  const Json* v = present(fields, "chat_template_kwargs");
+  if (!v) return std::nullopt;
+  if (!v->is_object()) return refuse("chat_template_kwargs", "must be an object of template variables");
+  if (endpoint != ApiEndpoint::ChatCompletions && !v->empty())
+    return refuse("chat_template_kwargs", "is only for /v1/chat/completions (no template renders a prompt here)");
+  for (const auto& [key, value] : v->items()) {
+    for (std::string_view reserved : {"messages", "add_generation_prompt", "bos_token", "eos_token", "tools"})
+      if (key == reserved)
+        return refuse(cat("chat_template_kwargs.", key), "is set by the server (use the request's own field)");
+  }
+  r.chat_template_kwargs = *v;
   return std::nullopt;
 }
 
@@ -72,22 +99,23 @@ std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const Re
   for (const NotImplemented& n : kNotImplemented) {
     const Json* v = present(fields, n.name);
     if (!v) continue;
-    const bool off = (v->is_object() && v->empty()) || (n.name == "min_tokens" && v->is_number_integer() && *v == 0) ||
-                     (n.name == "prompt_logprobs" && v->is_boolean() && !v->get<bool>());
+    const bool off = (v->is_object() && v->empty()) || (n.name == "prompt_logprobs" && v->is_boolean() && !v->get<bool>());
     if (!off) return refuse(n.name, n.why);
   }
   if (auto e = read_structured_output(fields, r)) return e;
+  if (auto e = read_min_tokens(fields, r, limits)) return e;
+  if (auto e = read_template_kwargs(endpoint, fields, r)) return e;
+  if (auto e = read_bool(fields, "parallel_tool_calls", &r.tools.parallel)) return e;
   // OpenAI's fields that change nothing here at the values clients send by default.
-  if (const Json* v = present(fields, "parallel_tool_calls"); v && !v->is_boolean())
-    return refuse("parallel_tool_calls", "must be true or false");  // without tools, nothing to run in parallel
   if (const Json* v = present(fields, "store"); v && !(v->is_boolean() && !v->get<bool>()))
     return refuse("store", "is not supported except false: nothing is stored");
   if (const Json* v = present(fields, "metadata"); v && !(v->is_object() && v->empty()))
     return refuse("metadata", "is not supported: it belongs to stored completions, and nothing is stored");
   if (const Json* v = present(fields, "service_tier"); v && !(v->is_string() && (*v == "auto" || *v == "default")))
     return refuse("service_tier", "is not supported except \"auto\" or \"default\": there is one tier");
-  static constexpr std::string_view kRead[] = {"n_predict", "include_stop_str_in_output", "skip_special_tokens",
-                                               "parallel_tool_calls", "store", "metadata", "service_tier"};
+  static constexpr std::string_view kRead[] = {"n_predict",  "include_stop_str_in_output", "skip_special_tokens",
+                                               "parallel_tool_calls", "store", "metadata", "service_tier", "min_tokens",
+                                               "chat_template_kwargs"};
   std::vector<std::string_view> unknown;
   for (const auto& [name, value] : fields) {
     if (value->is_null() || asked.count(name)) continue;  // null means absent

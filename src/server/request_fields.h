@@ -19,9 +19,9 @@ namespace th::server {
 using RequestFields = std::unordered_map<std::string_view, nlohmann::ordered_json*>;
 
 /// @brief Reads n_predict (llama-server's max_tokens), include_stop_str_in_output,
-/// skip_special_tokens and min_tokens (vLLM) into `r` (after max_tokens was read), refuses
-/// what is not implemented (chat_template_kwargs, prompt_logprobs, json_schema, grammar,
-/// ...), then refuses every field neither `asked` (the names the parser consulted) nor
+/// skip_special_tokens, min_tokens, chat_template_kwargs and parallel_tool_calls into `r`
+/// (after max_tokens was read), refuses what is not implemented (prompt_logprobs,
+/// json_schema, grammar, ...), then refuses every field neither `asked` (the names the parser consulted) nor
 /// read here. nullopt: the request stands.
 std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const RequestFields& fields,
                                                   const std::unordered_set<std::string_view>& asked, ApiRequest& r,

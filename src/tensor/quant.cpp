@@ -1,5 +1,6 @@
 // Reference row (de)quantization, one block at a time, in the same float
-// operations as ggml's ggml-quants.c so that results match llama.cpp bit for bit:
+// operations as ggml's ggml-quants.c so that results match llama.cpp bit for bit
+// (the low-bit types' blocks in quant_low_bit.cpp, the fitting searches in quant_fit.cpp):
 // dequantize_row_* for decoding, and quantize_row_*_ref (ggml's reference
 // quantizers, including make_qkx2_quants / make_qx_quants for the K-quants) for
 // encoding. Not ported: ggml's importance-matrix quantizers (quantize_*_impl).
@@ -14,6 +15,8 @@
 
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quant_fit.h"
+#include "tensor/quant_low_bit.h"
 
 // Fusing a * b + c into one fma changes low bits and, now and then, a chosen level or
 // scale; keep plain IEEE operations on every target (GCC in ISO C++ mode already does).
@@ -23,6 +26,10 @@
 
 namespace th {
 namespace {
+
+using quant_fit::fit_scale_min;
+using quant_fit::fit_scale_symmetric;
+using quant_fit::nearest_int;
 
 // Wrong arguments are caller bugs: stop loudly, in release builds too, rather than
 // read or write past a row.
@@ -36,15 +43,6 @@ void check_args(const char* fn, DType t, int64_t n) {
   const DTypeInfo* info = dtype_info(static_cast<uint32_t>(t));
   if (info == nullptr || !info->can_dequantize) die(fn, "type has no reference (de)quantizer", t, n);
   if (n < 0 || n % info->block_size != 0) die(fn, "n is not a whole number of blocks", t, n);
-}
-
-// Round half to even, as ggml's nearest_int (which adds 1.5 * 2^23), so blocks match
-// llama.cpp's. ggml asserts |v| < 2^22; here NaN and huge values (broken weights) are
-// clamped instead, because converting them to int would be undefined behaviour.
-int nearest_int(float v) {
-  constexpr float kMax = 4194303.0f;
-  if (!(std::fabs(v) <= kMax)) v = std::isnan(v) ? 0.0f : std::copysign(kMax, v);
-  return static_cast<int>(std::nearbyint(v));
 }
 
 // ggml's `MIN(hi, (int8_t)v)`: truncation toward zero, made defined for every v
@@ -234,120 +232,6 @@ void quantize_block(const float* x, BlockQ5_1& b) {
   for (int e = 0; e < kQK; ++e) set_q5_value(b.qs, b.qh, e, trunc_clamped((x[e] - min) * id + 0.5f, 0, 31));
 }
 
-// ---------------------------------------------------------------- K-quant fitting
-
-// ggml's make_qkx2_quants (squared error): fits x ~ scale * L - the_min with L in 0..nmax and
-// the_min >= 0, trying nstep + 1 candidate scales (nmax + rmin + rdelta * i) / (max - min) and
-// keeping the one whose weighted least-squares scale and offset give the smallest weighted
-// squared error. Returns scale; L receives the levels.
-float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float& the_min, float rmin,
-                    float rdelta, int nstep) {
-  float min = x[0], max = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (min > 0) min = 0;  // the offset only ever lowers the grid: x = scale * L - the_min
-  if (max == min) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    the_min = -min;
-    return 0.0f;
-  }
-  float iscale = nmax / (max - min);
-  float scale = 1 / iscale;
-  float best_error = 0;
-  for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
-    const float diff = scale * L[i] + min - x[i];
-    best_error += w[i] * (diff * diff);
-  }
-  uint8_t Laux[kQK];
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * is + nmax) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
-      Laux[i] = static_cast<uint8_t>(l);
-      sum_l += w[i] * l;
-      sum_l2 += w[i] * l * l;
-      sum_xl += w[i] * l * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
-      }
-      float cur_error = 0;
-      for (int i = 0; i < n; ++i) {
-        const float diff = this_scale * Laux[i] + this_min - x[i];
-        cur_error += w[i] * (diff * diff);
-      }
-      if (cur_error < best_error) {
-        std::copy(Laux, Laux + n, L);
-        best_error = cur_error;
-        scale = this_scale;
-        min = this_min;
-      }
-    }
-  }
-  the_min = -min;
-  return scale;
-}
-
-// ggml's make_qx_quants with rmse_type 1 and no importance weights: fits x ~ scale * l with
-// l in -nmax..nmax-1, weighting each element by x^2, over 19 candidate scales
-// -(nmax + 0.1 i) / max. Returns scale (signed: the largest |x| maps to -nmax); L gets l + nmax.
-float fit_scale_symmetric(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {  // ggml's GROUP_MAX_EPS: treat as all zero
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.0f;
-  }
-  auto level = [&](float iscale, int i) { return std::clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1); };
-  float iscale = -nmax / max;
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = level(iscale, i);
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
-  for (int is = -9; is <= 9; ++is) {
-    if (is == 0) continue;
-    iscale = -(nmax + 0.1f * is) / max;
-    sumlx = suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = level(iscale, i);
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * l;
-      suml2 += w * l * l;
-    }
-    // sumlx^2 / suml2 is the error reduction of the best scale for these levels.
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(level(iscale, i) + nmax);
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
-  }
-  return scale;
-}
-
 // ---------------------------------------------------------------- q4_K, q5_K
 
 // Fits each 32-element sub-block, then stores the scales and mins as 6-bit multiples of
@@ -363,7 +247,7 @@ void quantize_k_scales(const float* x, Block& b, int nmax, float rmin, float rde
     for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-    scales[j] = fit_scale_min(32, nmax, xs, weights, L + 32 * j, mins[j], rmin, rdelta, nstep);
+    scales[j] = fit_scale_min(32, nmax, xs, weights, L + 32 * j, mins[j], rmin, rdelta, nstep, false);
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }
@@ -546,6 +430,14 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequantize_blocks<BlockQ5_K>(src, dst, n);
     case DType::Q6_K:
       return dequantize_blocks<BlockQ6_K>(src, dst, n);
+    case DType::Q2_K:
+      return dequantize_blocks<BlockQ2_K>(src, dst, n);
+    case DType::Q3_K:
+      return dequantize_blocks<BlockQ3_K>(src, dst, n);
+    case DType::IQ4_NL:
+      return dequantize_blocks<BlockIQ4_NL>(src, dst, n);
+    case DType::IQ4_XS:
+      return dequantize_blocks<BlockIQ4_XS>(src, dst, n);
     default:
       break;
   }
@@ -582,6 +474,14 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       return quantize_blocks<BlockQ5_K>(src, dst, n);
     case DType::Q6_K:
       return quantize_blocks<BlockQ6_K>(src, dst, n);
+    case DType::Q2_K:
+      return quantize_blocks<BlockQ2_K>(src, dst, n);
+    case DType::Q3_K:
+      return quantize_blocks<BlockQ3_K>(src, dst, n);
+    case DType::IQ4_NL:
+      return quantize_blocks<BlockIQ4_NL>(src, dst, n);
+    case DType::IQ4_XS:
+      return quantize_blocks<BlockIQ4_XS>(src, dst, n);
     default:
       break;
   }

@@ -85,6 +85,51 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// Sixteen sub-blocks of 16: x = d * (sc[g] & 0xF) * q - dmin * (sc[g] >> 4), q in 0..3. qs holds
+// two 128-element halves of 32 bytes: element 128h + 32j + l has its 2 bits at bit 2j of
+// qs[32h + l] (element layout in quant_low_bit.cpp, q2_location).
+struct BlockQ2_K {
+  static constexpr int kElements = kQKK;
+  uint8_t scales[kQKK / 16];
+  uint8_t qs[kQKK / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+
+// Sixteen sub-blocks of 16: x = d * (s[g] - 32) * (q - 4), q in 0..7, s 6-bit (packing in
+// quant_low_bit.cpp, q3_scale). The low 2 bits of q sit as in q2_K; bit 2 of element e is
+// bit e / 32 of hmask[e % 32].
+struct BlockQ3_K {
+  static constexpr int kElements = kQKK;
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+
+// x = d * kIq4Values[q], q a nibble laid out as in q4_0; the 16 levels are ggml's
+// kvalues_iq4nl, a non-linear grid denser near 0.
+struct BlockIQ4_NL {
+  static constexpr int kElements = kQK;
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+
+// Eight sub-blocks of 32: x = d * (ls[j] - 32) * kIq4Values[q], ls 6-bit: low 4 bits in
+// nibble j % 2 of scales_l[j / 2], high 2 bits at bit 2j of scales_h. Sub-block j's nibbles
+// are qs[16j .. 16j + 15], laid out as in q4_0.
+struct BlockIQ4_XS {
+  static constexpr int kElements = kQKK;
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQKK / 64];
+  uint8_t qs[kQKK / 2];
+};
+
+// ggml's kvalues_iq4nl: the levels of iq4_nl and iq4_xs, ascending.
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+
 // Activations for the K-quant dot products (never stored in files): x = qs[i] * d, with
 // bsums[g] the sum of qs[16g .. 16g+15], so a kernel can fold a per-sub-block offset
 // (q4_K/q5_K mins, q6_K's -32) into one multiply per 16 elements.
@@ -105,5 +150,9 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 }  // namespace th

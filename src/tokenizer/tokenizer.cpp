@@ -524,7 +524,8 @@ std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok) {
 // ---------------------------------------------------------------- Detokenizer
 
 std::string Detokenizer::push(int32_t id) {
-  std::string piece = tok_->token_to_piece(id);
+  const bool render = !rendered_.empty() && std::find(rendered_.begin(), rendered_.end(), id) != rendered_.end();
+  std::string piece = tok_->token_to_piece(id, render);
   if (prev_ >= 0 && prev_ == tok_->bos() && tok_->vocab().add_space_prefix && !piece.empty() &&
       piece[0] == ' ')
     piece.erase(0, 1);

@@ -67,9 +67,13 @@ class Detokenizer {
   std::string push(int32_t id);
   /// @brief Whatever is held back at the end of the stream (invalid bytes as U+FFFD).
   std::string flush();
+  /// @brief Renders these control tokens' text rather than nothing (a tool-call marker
+  /// such as <|python_tag|> or [TOOL_CALLS], which the output's parser reads).
+  void render_control(std::vector<int32_t> ids) { rendered_ = std::move(ids); }
 
  private:
   const Tokenizer* tok_;
+  std::vector<int32_t> rendered_;
   std::string pending_;
   int32_t prev_ = -1;
 };

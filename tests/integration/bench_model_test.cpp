@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/matmul_kernels.h"
 #include "run_process.h"
 #include "test_util.h"
 
@@ -52,8 +53,13 @@ double positive(const Json& j, const std::string& key) {
   return v;
 }
 
-// Recomputes every ceiling and percentage from the numbers the JSON reports.
-void expect_consistent(const Json& j, const std::vector<int>& batches, int reps) {
+void expect_consistent_run(const Json& j, const Json& m, const std::vector<int>& batches, int reps,
+                           const std::vector<int>& contexts, double compute, double bw);
+
+// Recomputes every ceiling and percentage from the numbers the JSON reports, in every
+// ISA's run; `contexts` are the decode contexts asked for.
+void expect_consistent(const Json& j, const std::vector<int>& batches, int reps,
+                       const std::vector<int>& contexts = {8}) {
   const Json& m = j["model"];
   for (const char* k : {"name", "arch", "type", "path"}) EXPECT_TRUE(m[k].is_string()) << k;
   const double params = positive(m, "params"), weight_bytes = positive(m, "weight_bytes");
@@ -65,12 +71,33 @@ void expect_consistent(const Json& j, const std::vector<int>& batches, int reps)
   const double int8_ops = m["int8_ops_per_token"].get<double>(), flops = m["fp32_flops_per_token"].get<double>();
   EXPECT_GT(int8_ops + flops, 0);
   EXPECT_EQ(j["threads"], 2);
-  EXPECT_TRUE(j["isa"].is_string());
+  EXPECT_EQ(j["decode_context_tokens"], Json(contexts));
 
   const double bw = positive(j, "bandwidth_gb_per_s"), int8 = positive(j, "int8_peak_gops"),
                fp32 = positive(j, "fp32_peak_gflops");
   const double compute = 1.0 / (int8_ops / (int8 * 1e9) + flops / (fp32 * 1e9));
+  ASSERT_TRUE(j["runs"].is_array());
+  ASSERT_FALSE(j["runs"].empty());
+  for (const Json& run : j["runs"]) expect_consistent_run(run, m, batches, reps, contexts, compute, bw);
+}
+
+void expect_consistent_run(const Json& j, const Json& m, const std::vector<int>& batches, int reps,
+                           const std::vector<int>& contexts, double compute, double bw) {
   auto near = [](double got, double want) { EXPECT_NEAR(got, want, 1e-9 * std::abs(want)); };
+  const double per_token = m["weight_bytes_per_token"].get<double>(), matrix = m["matrix_bytes"].get<double>(),
+               lookup = m["lookup_bytes_per_token"].get<double>();
+  ASSERT_TRUE(j["isa"].is_string());
+  EXPECT_TRUE(j["backend"].is_string());
+  // The kernel of the model's main type is named, with the ISA it runs at.
+  ASSERT_TRUE(j["kernels"].contains(m["type"].get<std::string>())) << j["kernels"].dump();
+  EXPECT_NE(j["kernels"][m["type"].get<std::string>()].get<std::string>().find(m["type"].get<std::string>()),
+            std::string::npos);
+  for (int c : contexts) {
+    positive(j["decode_at_context_tokens_per_s"], std::to_string(c));
+    EXPECT_EQ(j["samples"]["decode_at_context_tokens_per_s"][std::to_string(c)].size(), static_cast<size_t>(reps));
+  }
+  EXPECT_EQ(j["decode_at_context_tokens_per_s"].size(), contexts.size());
+  EXPECT_EQ(j["decode_at_context_tokens_per_s"][std::to_string(contexts.front())], j["decode_tokens_per_s"]);
 
   const double prefill = positive(j, "prefill_tokens_per_s");
   near(positive(j, "prefill_ceiling_tokens_per_s"), compute);
@@ -137,6 +164,30 @@ TEST(BenchModelCli, JsonOnAQuantizedSyntheticModelCountsIntegerWork) {
   ::unlink(path.c_str());
 }
 
+TEST(BenchModelCli, EveryIsaAndEveryContextGetARun) {
+  // --isa all: one run per SIMD ISA this CPU runs (generic only where there is none), each
+  // naming the kernel it ran; a decode speed at each --context.
+  const Json j = run_json(bench_args(stories(), {"--batch", "1,2", "--json", "--isa", "all", "--context", "8,40"}));
+  ASSERT_TRUE(j.is_object());
+  expect_consistent(j, {1, 2}, 2, {8, 40});
+  const std::vector<cpu::Isa>& have = cpu::available_isas();
+  std::vector<std::string> want;
+  for (size_t i = have.size() > 1 ? 1 : 0; i < have.size(); ++i) want.emplace_back(cpu::isa_name(have[i]));
+  std::vector<std::string> got;
+  for (const Json& run : j["runs"]) {
+    got.push_back(run["isa"]);
+    EXPECT_NE(run["kernels"]["f32"].get<std::string>().find(run["isa"].get<std::string>()), std::string::npos)
+        << run["kernels"].dump();
+  }
+  EXPECT_EQ(got, want);
+
+  // Names, in the order given; the table has a block per ISA.
+  const Json g = run_json(bench_args(stories(), {"--batch", "1", "--json", "--isa", "generic"}));
+  ASSERT_EQ(g["runs"].size(), 1u);
+  EXPECT_EQ(g["runs"][0]["isa"], "generic");
+  EXPECT_EQ(g["runs"][0]["kernels"]["f32"], "f32 x f32 generic");
+}
+
 TEST(BenchModelCli, GivenLimitsReplaceTheProbes) {
   const Json j = run_json(bench_args(stories(), {"--batch", "1", "--json", "--no-probe", "--bandwidth-gbps", "10",
                                                  "--int8-gops", "100", "--fp32-gflops", "50"}));
@@ -157,17 +208,18 @@ TEST(BenchModelCli, GivenLimitsReplaceTheProbes) {
 TEST(BenchModelCli, NoProbeLeavesUnknownCeilingsNull) {
   const Json j = run_json(bench_args(stories(), {"--batch", "1,2", "--json", "--no-probe"}));
   ASSERT_TRUE(j.is_object());
-  EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0);
-  for (const char* k : {"bandwidth_gb_per_s", "int8_peak_gops", "fp32_peak_gflops", "prefill_pct_of_ceiling",
-                        "decode_pct_of_ceiling", "decode_ceiling_tokens_per_s"})
-    EXPECT_TRUE(j[k].is_null()) << k;
-  EXPECT_TRUE(j["batched_decode_pct_of_ceiling"]["2"].is_null());
+  for (const char* k : {"bandwidth_gb_per_s", "int8_peak_gops", "fp32_peak_gflops"}) EXPECT_TRUE(j[k].is_null()) << k;
+  const Json& run = j["runs"][0];
+  EXPECT_GT(run["prefill_tokens_per_s"].get<double>(), 0);
+  for (const char* k : {"prefill_pct_of_ceiling", "decode_pct_of_ceiling", "decode_ceiling_tokens_per_s"})
+    EXPECT_TRUE(run[k].is_null()) << k;
+  EXPECT_TRUE(run["batched_decode_pct_of_ceiling"]["2"].is_null());
 }
 
 TEST(BenchModelCli, TableByDefault) {
   ProcessResult r = run_process(bench_args(stories(), {"--batch", "1,2"}), 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* needle : {"machine", "prefill 32", "decode 8 (batch 1)", "decode batch 2 x 4", "tokens/s", "ceiling"})
+  for (const char* needle : {"machine", "prefill 32", "decode 8 @ 8 (batch 1)", "decode batch 2 x 4", "tokens/s", "ceiling"})
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
   EXPECT_NE(r.out.front(), '{');
 }
@@ -193,6 +245,10 @@ TEST(BenchModelCli, BadFlagsAreOneLineErrorsWithExitCode2) {
       {"bench", "model", "--bandwidth-gbps", "-1"},
       {"bench", "model", "--int8-gops", "zero"},
       {"bench", "model", "--no-such-flag"},
+      {"bench", "model", "--isa", "sse9"},
+      {"bench", "model", "--isa", "avx2,"},
+      {"bench", "model", "--context", "0"},
+      {"bench", "model", "--context", "8,x"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {test::binary_path()};

@@ -157,6 +157,8 @@ const TemplateUnderTest kTemplates[] = {
     {"llama3-instruct-original.jinja", "<|begin_of_text|>", "<|eot_id|>"},
     {"llama3.1-instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"},
     {"qwen2-instruct.jinja", "", "<|im_end|>"},
+    {"qwen2.5-instruct.jinja", "", "<|im_end|>"},
+    {"qwen3.jinja", "", "<|im_end|>"},
     {"mistral-instruct-v0.2.jinja", "<s>", "</s>"},
     {"mistral-instruct-v0.2-original.jinja", "<s>", "</s>"},
     {"mistral-instruct-v0.3.jinja", "<s>", "</s>"},
@@ -246,6 +248,28 @@ TEST(ChatTemplateVsReference, ToolCalls) {
   add("llama3.1 tool turns without tools", "llama3.1-instruct.jinja", llama_turns, json::object());
   add("mistral v0.3 tools", "mistral-instruct-v0.3.jinja", mistral_turns, json{{"tools", tools}});
   add("mistral v0.3 tool call id of the wrong length", "mistral-instruct-v0.3.jinja", bad_id, json{{"tools", tools}});
+  // Hermes-style (Qwen 2.5, Qwen 3): calls back as <tool_call> blocks, results as <tool_response>,
+  // parallel calls, and Qwen 3's enable_thinking as a chat_template_kwargs variable.
+  const json qwen_turns = json::parse(R"([
+      {"role": "system", "content": "You can call tools."},
+      {"role": "user", "content": "Weather in Oslo and Rome?"},
+      {"role": "assistant", "content": "", "tool_calls": [
+          {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+          {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 3}"},
+      {"role": "tool", "tool_call_id": "call_2", "content": "{\"temp\": 18}"},
+      {"role": "assistant", "content": "Oslo 3, Rome 18."},
+      {"role": "user", "content": "Thanks"}])");
+  json no_system = qwen_turns;
+  no_system.erase(0);
+  for (const char* file : {"qwen2.5-instruct.jinja", "qwen3.jinja"}) {
+    const std::string f = file;
+    add(f + " tools", file, qwen_turns, json{{"tools", tools}});
+    add(f + " tools, no system message", file, no_system, json{{"tools", tools}});
+    add(f + " tool turns without tools", file, qwen_turns, json::object());
+  }
+  add("qwen3 enable_thinking false", "qwen3.jinja", qwen_turns, json{{"tools", tools}, {"enable_thinking", false}});
+  add("qwen3 enable_thinking true", "qwen3.jinja", qwen_turns, json{{"enable_thinking", true}});
   const Tally tally = compare_all(cases, names);
   std::cout << "[ reference ] tool calls: " << tally.identical << " identical renders, " << tally.both_refuse
             << " refused by both, of " << cases.size() << "\n";

@@ -132,7 +132,7 @@ TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
 }
 
 TEST(MkmodelCli, WritesEveryTypeAndTheModelsGenerate) {
-  for (const char* type : {"f16", "q8_0", "q4_0", "q4_k"}) {
+  for (const char* type : {"f16", "q8_0", "q4_0", "q4_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs"}) {
     const std::string path = test::temp_path(std::string("mk_") + type + ".gguf");
     ProcessResult mk = run_process({test::binary_path(), "mkmodel", "--shape", "custom", "--dim", "256", "--layers", "2",
                                     "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--type", type, "-o", path});
@@ -164,9 +164,13 @@ TEST(MkmodelCli, RealShapeAndBadArguments) {
   ProcessResult bad = run_process({test::binary_path(), "mkmodel", "--shape", "13b", "-o", path});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("unknown shape '13b'"), std::string::npos) << bad.err;
-  bad = run_process({test::binary_path(), "mkmodel", "--shape", "110m", "--type", "q3_k", "-o", path});
+  bad = run_process({test::binary_path(), "mkmodel", "--shape", "110m", "--type", "iq2_xxs", "-o", path});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("unknown --type 'q3_k'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("unknown --type 'iq2_xxs'"), std::string::npos) << bad.err;
+  bad = run_process({test::binary_path(), "mkmodel", "--arch", "mamba2", "-o", path});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown --arch 'mamba2' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, mixtral, llama3)"),
+            std::string::npos) << bad.err;
 }
 
 }  // namespace

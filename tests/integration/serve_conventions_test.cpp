@@ -372,5 +372,64 @@ TEST(ServeConventions, NPredictAndIncludeStopStrInOutput) {
   EXPECT_EQ(json::parse(constrained.body)["choices"][0]["finish_reason"], "stop");
 }
 
+// Tool calls (Hermes-style template) and /v1/embeddings through the official openai npm
+// client (tests/oracle/openai_tools_embeddings.mjs: what is tested how is said there).
+TEST(ServeConventions, ToolsAndEmbeddingsWithTheOpenAiClient) {
+  if (test::slurp(test::source_path("node_modules/openai/package.json")).empty())
+    GTEST_FAIL() << "the openai npm package is missing: run scripts/setup.sh";
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--served-model-name", "stories", "--chat-template",
+                  test::source_path("tests/data/chat_templates/qwen2.5-instruct.jinja")});
+  ASSERT_TRUE(s.ok()) << s.log();
+  test::ProcessResult r = test::run_process({"/usr/bin/env", "node", test::source_path("tests/oracle/openai_tools_embeddings.mjs"),
+                                             "http://127.0.0.1:" + std::to_string(s.port()), "stories"},
+                                            120);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok   a streamed tool call"), std::string::npos) << r.out;
+  // Embedding requests are in the access log (stderr) like any other.
+  EXPECT_NE(s.log().find(R"("path":"/v1/embeddings","status":200)"), std::string::npos);
+  EXPECT_NE(s.log().find(R"("path":"/v1/embeddings","status":400)"), std::string::npos);
+}
+
+// --chat-template FILE replaces the model's template, chat_template_kwargs reach it as
+// variables, and min_tokens holds off a stop token.
+TEST(ServeConventions, ChatTemplateFileKwargsAndMinTokens) {
+  const std::string file = ::testing::TempDir() + "/conventions_template_" + std::to_string(::getpid()) + ".jinja";
+  {
+    std::ofstream f(file);
+    f << "{% for m in messages %}{{ m.content }}{% endfor %}{% if padded %}{% for i in range(40) %} pad{% endfor %}{% endif %}";
+  }
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--chat-template", file});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}}, {"max_tokens", 1}};
+  HttpReply plain = post(s.port(), "/v1/chat/completions", chat);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  json with = chat;
+  with["chat_template_kwargs"] = {{"padded", true}};
+  HttpReply padded = post(s.port(), "/v1/chat/completions", with);
+  ASSERT_EQ(padded.status, 200) << padded.body;
+  EXPECT_GE(json::parse(padded.body)["usage"]["prompt_tokens"].get<int>(),
+            json::parse(plain.body)["usage"]["prompt_tokens"].get<int>() + 40);
+  with["chat_template_kwargs"] = {{"messages", 1}};
+  EXPECT_EQ(json::parse(post(s.port(), "/v1/chat/completions", with).body)["error"]["param"], "chat_template_kwargs.messages");
+
+  // min_tokens: the greedy first token as a stop token ends at once, unless min_tokens holds it off.
+  const json greedy = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}, {"return_token_ids", true}};
+  HttpReply g = post(s.port(), "/v1/completions", greedy);
+  const int first = json::parse(g.body)["choices"][0]["token_ids"][0];
+  json stop = greedy;
+  stop["stop_token_ids"] = {first};
+  EXPECT_EQ(json::parse(post(s.port(), "/v1/completions", stop).body)["usage"]["completion_tokens"], 0);
+  stop["min_tokens"] = 4;
+  EXPECT_GE(json::parse(post(s.port(), "/v1/completions", stop).body)["usage"]["completion_tokens"].get<int>(), 4);
+  stop["min_tokens"] = 9;
+  EXPECT_EQ(json::parse(post(s.port(), "/v1/completions", stop).body)["error"]["param"], "min_tokens");
+  ::unlink(file.c_str());
+
+  ServeProcess missing({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--chat-template", file + ".absent"});
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.log().find("--chat-template"), std::string::npos) << missing.log();
+}
+
 }  // namespace
 }  // namespace th

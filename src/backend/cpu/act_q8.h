@@ -1,5 +1,5 @@
 // Shared pieces of the matmul families whose activations are Q8_0 blocks
-// (weights Q8_0 and Q4_0) or plain f32 (weights F32, F16, BF16): activation
+// (weights Q8_0, Q4_0 and IQ4_NL) or plain f32 (weights F32, F16, BF16): activation
 // conversion in each ISA, per-thread scratch, the f16 -> f32 table, and the
 // kernel objects the registry (matmul_kernels.cpp) lists.
 //
@@ -77,6 +77,7 @@ void gemm_q8act_generic(const uint8_t* w, size_t w_row_bytes, int64_t cols, int6
 // Kernel objects, constant-initialized (no code from an ISA file runs before the CPU check).
 extern const MatmulKernel kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512;
 extern const MatmulKernel kMatmulQ4_0Generic, kMatmulQ4_0Avx2, kMatmulQ4_0Avx512;
+extern const MatmulKernel kMatmulIQ4_NLGeneric, kMatmulIQ4_NLAvx2, kMatmulIQ4_NLAvx512;
 extern const MatmulKernel kMatmulF32Generic, kMatmulF32Avx2, kMatmulF32Avx512;
 extern const MatmulKernel kMatmulF16Generic, kMatmulF16Avx2, kMatmulF16Avx512;
 extern const MatmulKernel kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512;

@@ -20,19 +20,26 @@
 // With VNNI, vpdpbusd (u8 x s8, four products summed into int32) replaces
 // vpmaddubsw + vpmaddwd + vpaddd and starts from the prepared group's offset
 // correction, so a (row, token, group) costs 4 vpdpbusd, vcvtdq2ps, vmulps and
-// an FMA. It runs on 256-bit registers (AVX512VL): a block is 32 bytes, and on
-// Intel cores a zmm vpdpbusd has the same MACs per cycle as two ymm ones.
+// an FMA.
+//
+// AVX-512 runs groups of eight blocks in zmm registers (Group8 below: two 4-block
+// groups side by side), so those last three ops serve twice the MACs: per 256
+// MACs, 4 zmm vpdpbusd and 3 zmm ops where ymm spends 8 and 6. On Sapphire Rapids
+// zmm vpdpbusd issues on one port and the float ops on two, so the products are
+// no longer waiting on the conversions; on Zen 5 a zmm op does twice a ymm one's work.
 //
 // A family supplies a trait G:
+//   V                   Vec256 or Vec512: the registers (V::kLanes int32 lanes)
+//   kBlocks             blocks per group: 4 (Vec256) or 8 (Vec512)
 //   kBytes              bytes per weight block (fp16 d first)
-//   kActBytes           bytes per prepared activation group: X0..X3 (4 x 32 bytes), then
-//                       the lane offset corrections if any, then the 8 lane scales d_x at
-//                       kDxOffset (the three from GroupLayout<kDxOffset>)
-//   Regs load(g)        one row's four blocks from the group's first byte g
-//   __m256i dot(r, a)   the exact int32 dot product per lane with prepared group a
-//   lane_block(l)       which of the four blocks lane l (of 8 int32 lanes) belongs to
-//   dw_lanes(g, f16)    the 8 lane scales of a row's group, in registers (few-token path)
-//   prepare_group(...)  writes a prepared activation group from up to 4 Q8_0 blocks
+//   kActBytes           bytes per prepared activation group: X0..X3 (4 registers), then
+//                       the lane offset corrections if any, then the lane scales d_x at
+//                       kDxOffset (the three from GroupLayout<V, kDxOffset>)
+//   Regs load(g)        one row's group from the group's first byte g
+//   V::I dot(r, a)      the exact int32 dot product per lane with prepared group a
+//   lane_block(l)       which block of the group lane l belongs to
+//   dw_lanes(g, f16)    the lane scales of a row's group, in registers (few-token path)
+//   prepare_group(...)  writes a prepared activation group from up to kBlocks Q8_0 blocks
 #pragma once
 
 #include <immintrin.h>
@@ -47,16 +54,8 @@
 namespace th::cpu {
 namespace {
 
-constexpr int kGroup = 4;  // blocks per group
 constexpr int kQ8Bytes = sizeof(BlockQ8_0);
 constexpr int kPrefetchAhead = 1024;  // bytes, few-token path
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
@@ -66,14 +65,47 @@ inline uint16_t load_u16(const uint8_t* p) {
 
 inline __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// Where a family's prepared activation group keeps what follows X0..X3 (4 x 32 bytes):
-// the int32 lane corrections (when the family has them) at 128, the f32 lane scales
-// d_x at kDxOffset, 32 bytes.
-template <int kDx>
+// The registers a group lives in: a block's share of one register is a 64-bit lane pair
+// in Vec256 (4 blocks a group) and the same in Vec512 (8 blocks a group, AVX-512).
+struct Vec256 {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  static F zero() { return _mm256_setzero_ps(); }
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm256_store_ps(p, v); }
+  static F scale_fma(I dot, F s, F acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static float hsum(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+
+#ifdef __AVX512F__
+struct Vec512 {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr int kLanes = 16;
+  static F zero() { return _mm512_setzero_ps(); }
+  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm512_store_ps(p, v); }
+  static F scale_fma(I dot, F s, F acc) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static float hsum(F v) { return _mm512_reduce_add_ps(v); }
+};
+#endif
+
+// Where a family's prepared activation group keeps what follows X0..X3 (4 registers of
+// V): the int32 lane corrections (when the family has them) right after, the f32 lane
+// scales d_x at kDxOffset.
+template <class V, int kDx>
 struct GroupLayout {
-  static constexpr int kCorrOffset = 128;
+  static constexpr int kCorrOffset = 4 * static_cast<int>(sizeof(typename V::I));
   static constexpr int kDxOffset = kDx;
-  static constexpr int kActBytes = kDx + 32;
+  static constexpr int kActBytes = kDx + static_cast<int>(sizeof(typename V::F));
 };
 
 // The VNNI dot product of a group whose prepared activations carry the int32 offset
@@ -85,12 +117,12 @@ inline __m256i dot_vnni(const __m256i (&w)[4], const uint8_t* a, int corr_offset
   return acc;
 }
 
-// The 8 lane scales of a group from its blocks' fp16 scales (zero for blocks past n).
+// The lane scales of a group from its blocks' fp16 scales (zero for blocks past n).
 template <class G>
 inline void lane_scales(const uint8_t* first_block, int stride, int n, const float* f16, float* out) {
-  float d[kGroup] = {0, 0, 0, 0};
+  float d[G::kBlocks] = {};
   for (int i = 0; i < n; ++i) d[i] = f16[load_u16(first_block + i * stride)];
-  for (int l = 0; l < 8; ++l) out[l] = d[G::lane_block(l)];
+  for (int l = 0; l < G::V::kLanes; ++l) out[l] = d[G::lane_block(l)];
 }
 
 // The activations of n_tokens tokens, prepared group by group: token t's group g at
@@ -105,25 +137,25 @@ struct PreparedAct {
 template <class G>
 size_t prepared_row_bytes(int64_t cols) {
   const int64_t nb = cols / kQK;
-  return static_cast<size_t>((nb + kGroup - 1) / kGroup) * G::kActBytes;
+  return static_cast<size_t>((nb + G::kBlocks - 1) / G::kBlocks) * G::kActBytes;
 }
 
 // One token's Q8_0 row (cols / 32 blocks at act) -> its prepared groups at dst.
 template <class G>
 void prepare_row(const uint8_t* act, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / kQK;
-  const int64_t ng = (nb + kGroup - 1) / kGroup;
+  const int64_t ng = (nb + G::kBlocks - 1) / G::kBlocks;
   const float* f16 = f16_table();
   for (int64_t g = 0; g < ng; ++g) {
-    const int n = static_cast<int>(min64(kGroup, nb - g * kGroup));
+    const int n = static_cast<int>(min64(G::kBlocks, nb - g * G::kBlocks));
     uint8_t* out = dst + g * G::kActBytes;
-    G::prepare_group(act + g * kGroup * kQ8Bytes, n, out);
-    lane_scales<G>(act + g * kGroup * kQ8Bytes, kQ8Bytes, n, f16, reinterpret_cast<float*>(out + G::kDxOffset));
+    G::prepare_group(act + g * G::kBlocks * kQ8Bytes, n, out);
+    lane_scales<G>(act + g * G::kBlocks * kQ8Bytes, kQ8Bytes, n, f16, reinterpret_cast<float*>(out + G::kDxOffset));
   }
 }
 
 // One R x T tile over ng groups. Weights: row r's group g at w + r * w_row_bytes +
-// g * kGroup * kBytes. Activations: token t's group g at act + t * act_stride + g * kActBytes.
+// g * kBlocks * kBytes. Activations: token t's group g at act + t * act_stride + g * kActBytes.
 // kInlineScales: d_w comes from the table per (row, group) (few tokens: little to reuse);
 // otherwise from dwf (8 lane scales per group, row r at dwf + r * dwf_stride), converted
 // once per row panel and reused by every token tile. add: y += result, else y = result.
@@ -133,32 +165,38 @@ template <class G, int R, int T, bool kInlineScales>
 [[gnu::always_inline]] inline void group_tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act,
                                               size_t act_stride, const float* dwf, int64_t dwf_stride,
                                               const float* f16, float* y, int64_t y_stride, bool add) {
-  __m256 acc[R][T];
+  using V = typename G::V;
+  constexpr int kGroupBytes = G::kBlocks * G::kBytes;
+  typename V::F acc[R][T];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
   for (int64_t g = 0; g < ng; ++g) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const uint8_t* wg = w + r * w_row_bytes + g * (kGroup * G::kBytes);
+      const uint8_t* wg = w + r * w_row_bytes + g * kGroupBytes;
       const typename G::Regs regs = G::load(wg);
-      __m256 dw;
+      typename V::F dw;
       if constexpr (kInlineScales) {
         // A few tokens stream the row from DRAM: ask for the lines 1 KiB ahead (measured
-        // on q4_0 2048 x 2048 from DRAM, best of 200: 13.7 -> 14-17.6 GB/s).
+        // on q4_0 2048 x 2048 from DRAM, best of 200: 13.7 -> 14-17.6 GB/s); up to two
+        // lines a group, as measured (a 4-block q8_0 group spans three).
         _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead), _MM_HINT_T0);
-        if constexpr (kGroup * G::kBytes > 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead + 64), _MM_HINT_T0);
+        constexpr int kAllLines = (kGroupBytes + 63) / 64;
+        constexpr int kLines = G::kBlocks == 4 && kAllLines > 2 ? 2 : kAllLines;
+#pragma GCC unroll 8
+        for (int line = 1; line < kLines; ++line)
+          _mm_prefetch(reinterpret_cast<const char*>(wg + kPrefetchAhead + 64 * line), _MM_HINT_T0);
         dw = G::dw_lanes(wg, f16);
       } else {
-        dw = _mm256_load_ps(dwf + r * dwf_stride + g * 8);
+        dw = V::loadf(dwf + r * dwf_stride + g * V::kLanes);
       }
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const uint8_t* a = act + t * act_stride + g * G::kActBytes;
-        const __m256 s = _mm256_mul_ps(dw, _mm256_loadu_ps(reinterpret_cast<const float*>(a + G::kDxOffset)));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(G::dot(regs, a)), s, acc[r][t]);
+        const typename V::F s = V::mul(dw, V::loadf(reinterpret_cast<const float*>(a + G::kDxOffset)));
+        acc[r][t] = V::scale_fma(G::dot(regs, a), s, acc[r][t]);
       }
     }
   }
@@ -167,7 +205,7 @@ template <class G, int R, int T, bool kInlineScales>
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       float* out = y + t * y_stride + r;
-      *out = add ? *out + hsum(acc[r][t]) : hsum(acc[r][t]);
+      *out = add ? *out + V::hsum(acc[r][t]) : V::hsum(acc[r][t]);
     }
 }
 
@@ -187,15 +225,15 @@ struct GroupTiles {
 template <class G, int kR, int kT, bool kInlineScales>
 using GroupTileTable = TileTable<TileFn, kR, kT, GroupTiles<G, kInlineScales>>;
 
-// The last, partial group of nr rows copied into zero-padded groups (rows kGroup * kBytes
+// The last, partial group of nr rows copied into zero-padded groups (rows kBlocks * kBytes
 // apart), so the tile reads only bytes of the matrix; missing blocks get d_w = 0.
 template <class G>
 struct TailRows {
-  static constexpr int kRowBytes = kGroup * G::kBytes;
-  alignas(32) uint8_t bytes[8][kRowBytes];
+  static constexpr int kRowBytes = G::kBlocks * G::kBytes;
+  alignas(64) uint8_t bytes[8][kRowBytes];
   void fill(const uint8_t* w, size_t w_row_bytes, int64_t nb, int nr) {
-    const int64_t g = nb / kGroup;
-    const int n = static_cast<int>(nb - g * kGroup);
+    const int64_t g = nb / G::kBlocks;
+    const int n = static_cast<int>(nb - g * G::kBlocks);
     for (int r = 0; r < nr; ++r) {
       std::memset(bytes[r], 0, kRowBytes);
       std::memcpy(bytes[r], w + r * w_row_bytes + g * kRowBytes, static_cast<size_t>(n) * G::kBytes);
@@ -208,8 +246,8 @@ struct TailRows {
 //   kR1 = 1: a single sequential stream from DRAM runs at 13.7 GB/s on q4_0 2048 x 2048
 //   where four interleaved rows ran at 8.7 (one core, best of 200; a plain read loop: 17-19).
 //   Several tokens: tokens in panels whose prepared activations take at most 256 KiB (they
-//   stay in L2), columns in chunks of kChunk groups (a tile's tokens' chunk stays in L1:
-//   8 x 16 groups x 192 bytes = 24 KiB), rows in panels of kRowPanel (the panel's chunk,
+//   stay in L2), columns in chunks of kChunk groups, 64 blocks (a tile's tokens' chunk stays
+//   in L1: 8 x 16 groups x 192 bytes = 24 KiB for 4-block groups of q4_0), rows in panels of kRowPanel (the panel's chunk,
 //   64 x 1.1 KiB for q4_0, stays in L2 while every token tile of the panel passes over it),
 //   and kR x kT tiles inside. Measured on 2048 x 2048 q4_0, 128 tokens: chunks of 32 groups
 //   and of 8 are 5-15% slower than 16.
@@ -220,8 +258,8 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
   static_assert(kR1 <= 8 && kR <= 8);
   if (r1 <= r0 || n_tokens <= 0) return;
   const int64_t nb = cols / kQK;
-  const int64_t ng_full = nb / kGroup;
-  const bool has_tail = nb % kGroup != 0;
+  const int64_t ng_full = nb / G::kBlocks;
+  const bool has_tail = nb % G::kBlocks != 0;
   const int64_t ng = ng_full + (has_tail ? 1 : 0);
   const float* f16 = f16_table();
   TailRows<G> tail;
@@ -248,11 +286,14 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
     return;
   }
 
+  using V = typename G::V;
   static constexpr GroupTileTable<G, kR, kT, false> table;
-  constexpr int64_t kChunk = 16, kRowPanel = 64, kPanelBytes = 256 << 10;
+  constexpr int kGroupBytes = G::kBlocks * G::kBytes, kLanes = V::kLanes;
+  // kChunk: 64 blocks, whatever the group size.
+  constexpr int64_t kChunk = 64 / G::kBlocks, kRowPanel = 64, kPanelBytes = 256 << 10;
   // As many whole tiles of tokens as keep the prepared panel within half of L2.
   const int64_t panel = kT * (1 + kPanelBytes / (kT * ng * G::kActBytes));
-  float* dwf = thread_scratch(3, static_cast<size_t>(kRowPanel * kChunk * 8));
+  float* dwf = thread_scratch(3, static_cast<size_t>(kRowPanel * kChunk * kLanes));
   for (int64_t tp = 0; tp < n_tokens; tp += panel) {
     const int64_t np = min64(panel, n_tokens - tp);
     const PreparedAct<G> a{prepared + tp * prepared_bytes, prepared_bytes};
@@ -267,29 +308,28 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
         // Full groups straight from registers (8 scalar stores per group cost 8% of the
         // instructions at 32 tokens), the partial last one through lane_scales.
         for (int64_t i = 0; i < nrp; ++i) {
-          const uint8_t* wr = w + (rp + i) * w_row_bytes + c * kGroup * G::kBytes;
-          float* d = dwf + i * kChunk * 8;
-          for (int64_t g = 0; g < nc_full; ++g)
-            _mm256_store_ps(d + g * 8, G::dw_lanes(wr + g * kGroup * G::kBytes, f16));
+          const uint8_t* wr = w + (rp + i) * w_row_bytes + c * kGroupBytes;
+          float* d = dwf + i * kChunk * kLanes;
+          for (int64_t g = 0; g < nc_full; ++g) V::storef(d + g * kLanes, G::dw_lanes(wr + g * kGroupBytes, f16));
           if (chunk_has_tail)
-            lane_scales<G>(wr + nc_full * kGroup * G::kBytes, G::kBytes, static_cast<int>(nb - ng_full * kGroup),
-                           f16, d + nc_full * 8);
+            lane_scales<G>(wr + nc_full * kGroupBytes, G::kBytes, static_cast<int>(nb - ng_full * G::kBlocks), f16,
+                           d + nc_full * kLanes);
         }
         for (int64_t t0 = 0; t0 < np; t0 += kT) {
           const int nt = static_cast<int>(min64(kT, np - t0));
           const uint8_t* at = a.base + t0 * a.token_bytes + c * G::kActBytes;
           for (int64_t r = rp; r < rp + nrp; r += kR) {
             const int nr = static_cast<int>(min64(kR, rp + nrp - r));
-            const uint8_t* wr = w + r * w_row_bytes + c * kGroup * G::kBytes;
-            const float* dw = dwf + (r - rp) * kChunk * 8;
+            const uint8_t* wr = w + r * w_row_bytes + c * kGroupBytes;
+            const float* dw = dwf + (r - rp) * kChunk * kLanes;
             float* yt = yp + t0 * y_stride + r;
             if (nc_full > 0)
-              table.fn[nr - 1][nt - 1](wr, w_row_bytes, nc_full, at, a.token_bytes, dw, kChunk * 8, f16, yt, y_stride,
-                                       c > 0);
+              table.fn[nr - 1][nt - 1](wr, w_row_bytes, nc_full, at, a.token_bytes, dw, kChunk * kLanes, f16, yt,
+                                       y_stride, c > 0);
             if (chunk_has_tail) {
               tail.fill(w + r * w_row_bytes, w_row_bytes, nb, nr);
               table.fn[nr - 1][nt - 1](tail.bytes[0], TailRows<G>::kRowBytes, 1, at + nc_full * G::kActBytes,
-                                       a.token_bytes, dw + nc_full * 8, kChunk * 8, f16, yt, y_stride,
+                                       a.token_bytes, dw + nc_full * kLanes, kChunk * kLanes, f16, yt, y_stride,
                                        c > 0 || nc_full > 0);
             }
           }
@@ -311,6 +351,47 @@ void gemm_groups(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0,
   for (int64_t t = 0; t < n_tokens; ++t) prepare_row<G>(act + t * act_row_bytes, cols, prepared + t * pb);
   gemm_groups_prepared<G, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, prepared, pb, n_tokens, y, y_stride);
 }
+
+#ifdef __AVX512F__
+// Eight blocks a group for AVX-512 from a family's 4-block VNNI trait G4: register k
+// holds G4's register k of blocks 0-3 in its low half and of blocks 4-7 in its high
+// half; the prepared activations likewise interleave two G4 groups 32 bytes at a time.
+template <class G4>
+struct Group8 : GroupLayout<Vec512, 320> {
+  static_assert(G4::kBlocks == 4 && G4::kCorrOffset == 128 && G4::kDxOffset == 160);
+  using V = Vec512;
+  static constexpr int kBlocks = 8;
+  static constexpr int kBytes = G4::kBytes;
+  static constexpr int lane_block(int l) { return l < 8 ? G4::lane_block(l) : 4 + G4::lane_block(l - 8); }
+
+  struct Regs {
+    __m512i w[4];
+  };
+  static Regs load(const uint8_t* g) {
+    const typename G4::Regs lo = G4::load(g), hi = G4::load(g + 4 * kBytes);
+    Regs r;
+    for (int k = 0; k < 4; ++k) r.w[k] = _mm512_inserti64x4(_mm512_castsi256_si512(lo.w[k]), hi.w[k], 1);
+    return r;
+  }
+  static __m512i dot(const Regs& r, const uint8_t* a) {
+    __m512i acc = _mm512_loadu_si512(a + kCorrOffset);
+    for (int k = 0; k < 4; ++k) acc = _mm512_dpbusd_epi32(acc, r.w[k], _mm512_loadu_si512(a + 64 * k));
+    return acc;
+  }
+  static __m512 dw_lanes(const uint8_t* g, const float* f16) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(G4::dw_lanes(g, f16)), G4::dw_lanes(g + 4 * kBytes, f16), 1);
+  }
+  static void prepare_group(const uint8_t* x, int n, uint8_t* out) {
+    std::memset(out, 0, kDxOffset);
+    alignas(32) uint8_t half[G4::kActBytes];
+    for (int h = 0; h < 2 && 4 * h < n; ++h) {
+      G4::prepare_group(x + 4 * h * kQ8Bytes, n - 4 * h < 4 ? n - 4 * h : 4, half);
+      for (int k = 0; k < 4; ++k) std::memcpy(out + 64 * k + 32 * h, half + 32 * k, 32);
+      std::memcpy(out + kCorrOffset + 32 * h, half + G4::kCorrOffset, 32);
+    }
+  }
+};
+#endif
 
 // A family's kernel object: kR x kT tiles for batches, kR1 rows for up to kT tokens.
 template <class G, int kR, int kT, int kR1>

@@ -122,6 +122,11 @@ template void gemm_via_panels<PanelK4>(void (*)(const uint8_t*, int64_t, PanelK4
                                                 float*, int64_t),
                                        const uint8_t*, size_t, int64_t, int64_t, int64_t, const uint8_t*, size_t,
                                        int64_t, float*, int64_t);
+template void gemm_via_panels<PanelK2>(void (*)(const uint8_t*, int64_t, PanelK2*),
+                                       void (*)(const PanelK2*, int64_t, int64_t, const uint8_t*, size_t, int64_t,
+                                                float*, int64_t),
+                                       const uint8_t*, size_t, int64_t, int64_t, int64_t, const uint8_t*, size_t,
+                                       int64_t, float*, int64_t);
 template void gemm_via_panels<PanelK6>(void (*)(const uint8_t*, int64_t, PanelK6*),
                                        void (*)(const PanelK6*, int64_t, int64_t, const uint8_t*, size_t, int64_t,
                                                 float*, int64_t),
@@ -191,6 +196,30 @@ void panel_gemm_k6_generic(const PanelK6* panel, int64_t rows, int64_t nb, const
           isum += p.sc[g / 2][8 * (g % 2)] * s - p.m32[g] * a.bsums[g];
         }
         sum += p.d * a.d * static_cast<float>(isum);
+      }
+      y[t * y_stride + r] = sum;
+    }
+  }
+}
+
+void panel_gemm_k2_generic(const PanelK2* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                           size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const PanelK2* row = panel + r * nb;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const uint8_t* a_row = act + t * act_row_bytes;
+      float sum = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const PanelK2& p = row[b];
+        const ActBlock a = act_block(a_row + b * kQ8KBytes);
+        int32_t isum = 0, msum = 0;
+        for (int g = 0; g < 16; ++g) {
+          int32_t s = 0;
+          for (int l = 0; l < 16; ++l) s += p.q[16 * g + l] * a.qs[16 * g + l];
+          isum += p.sc[g / 2][8 * (g % 2)] * s;
+          msum += p.mins[g] * a.bsums[g];
+        }
+        sum += p.d * a.d * static_cast<float>(isum) - p.dmin * a.d * static_cast<float>(msum);
       }
       y[t * y_stride + r] = sum;
     }

@@ -1,5 +1,5 @@
-// Q8_K activations and the unpacked weight panels the K-quant kernels (q4_K, q5_K,
-// q6_K) multiply them with.
+// Q8_K activations and the unpacked weight panels the K-quant kernels (q2_K, q3_K,
+// q4_K, q5_K, q6_K) multiply them with.
 //
 // Every K-quant product runs against activations quantized to Q8_K (ggml's
 // block_q8_K: per 256 values a float scale, 256 int8, and the sums of each 16),
@@ -45,11 +45,23 @@ struct alignas(32) PanelK4 {
 };
 
 /// One q6_K super-block of one row, unpacked: dequantizes to d * s[e / 16] * (q[e] - 32).
+/// q3_K unpacks to it too, with levels 0..7 and m32 = 4 * s (its offset is -4).
 struct alignas(32) PanelK6 {
   uint8_t q[256];       // levels 0..63, in element order
   int16_t sc[8][16];    // per 32-element chunk k: s[2k] eight times, then s[2k+1] eight times
   int16_t m32[16];      // 32 * s[g]: the -32 offset, folded with the activation sums
   float d;
+};
+
+/// One q2_K super-block of one row, unpacked: dequantizes to d * s[e / 16] * q[e] - dmin * m[e / 16].
+/// The layout of PanelK6 (the same cores run it) plus dmin; mins holds m, folded with the
+/// activation sums like PanelK6's m32 but scaled by dmin instead of d.
+struct alignas(32) PanelK2 {
+  uint8_t q[256];       // levels 0..3, in element order
+  int16_t sc[8][16];    // as PanelK6::sc, scales 0..15
+  int16_t mins[16];     // m[g], 0..15
+  float d;
+  float dmin;
 };
 
 /// @brief Decodes a q4_K/q5_K super-block's 12 packed scale bytes (six bits each: eight
@@ -67,6 +79,12 @@ void panel_gemm_k4_generic(const PanelK4* panel, int64_t rows, int64_t nb, const
                            size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
 void panel_gemm_k6_generic(const PanelK6* panel, int64_t rows, int64_t nb, const uint8_t* act,
                            size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k2_generic(const PanelK2* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                           size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k2_avx2(const PanelK2* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
+                        int64_t n_tokens, float* y, int64_t y_stride);
+void panel_gemm_k2_avx512(const PanelK2* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                          size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
 void panel_gemm_k4_avx2(const PanelK4* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
                         int64_t n_tokens, float* y, int64_t y_stride);
 void panel_gemm_k6_avx2(const PanelK6* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
@@ -87,6 +105,11 @@ void gemm_via_panels(void (*unpack)(const uint8_t* row, int64_t nb, Panel* out),
                      size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
 extern template void gemm_via_panels<PanelK4>(void (*)(const uint8_t*, int64_t, PanelK4*),
                                               void (*)(const PanelK4*, int64_t, int64_t, const uint8_t*, size_t,
+                                                       int64_t, float*, int64_t),
+                                              const uint8_t*, size_t, int64_t, int64_t, int64_t, const uint8_t*,
+                                              size_t, int64_t, float*, int64_t);
+extern template void gemm_via_panels<PanelK2>(void (*)(const uint8_t*, int64_t, PanelK2*),
+                                              void (*)(const PanelK2*, int64_t, int64_t, const uint8_t*, size_t,
                                                        int64_t, float*, int64_t),
                                               const uint8_t*, size_t, int64_t, int64_t, int64_t, const uint8_t*,
                                               size_t, int64_t, float*, int64_t);
@@ -125,12 +148,26 @@ void gemm_kquant(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0,
 void unpack_q4_k_avx2(const uint8_t* row, int64_t nb, PanelK4* out);
 void unpack_q5_k_avx2(const uint8_t* row, int64_t nb, PanelK4* out);
 void unpack_q6_k_avx2(const uint8_t* row, int64_t nb, PanelK6* out);
+void unpack_q2_k_avx2(const uint8_t* row, int64_t nb, PanelK2* out);
+void unpack_q3_k_avx2(const uint8_t* row, int64_t nb, PanelK6* out);
+void gemv_q2_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                    float* y);
+void gemv_q3_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                    float* y);
 void gemv_q4_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                     float* y);
 void gemv_q5_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                     float* y);
 void gemv_q6_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                     float* y);
+
+/// IQ4_XS x Q8_K (matmul_iq4_xs_tile.h): whole gemms, MatmulKernel::gemm semantics. IQ4_XS
+/// shares the Q8_K activations, not the panels: its levels are signed (-127..113), which
+/// vpmaddubsw can only take as |w| with the sign moved onto each token's activations.
+void gemm_iq4_xs_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                      size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                        const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
 
 /// Rows unpacked per panel: 8 rows of a 2048-column q4_K matrix take 22 KiB, so panel and a
 /// 4-token activation tile (9 KiB) share the 32 KiB L1; wider rows spill to L2, which still

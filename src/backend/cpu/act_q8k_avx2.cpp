@@ -103,7 +103,8 @@ struct Avx2 {
     std::memcpy(&sc2, p->sc[k], 4);
     return _mm256_set1_epi32(sc2);
   }
-  static IVec k6_scale(const PanelK6& p, int k) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p.sc[k])); }
+  template <class P>  // PanelK6 or PanelK2: the same sc layout
+  static IVec k6_scale(const P& p, int k) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p.sc[k])); }
   static IVec dot_add(IVec acc, IVec w, IVec a, IVec sc) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), sc));
   }
@@ -132,6 +133,11 @@ void quantize_row_q8_k_avx2(const float* x, void* dst, int64_t n) {
 
 void panel_gemm_k4_avx2(const PanelK4* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
                         int64_t n_tokens, float* y, int64_t y_stride) {
+  PanelCores<Avx2>::panel_gemm(panel, rows, nb, act, act_row_bytes, n_tokens, y, y_stride);
+}
+
+void panel_gemm_k2_avx2(const PanelK2* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                        size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
   PanelCores<Avx2>::panel_gemm(panel, rows, nb, act, act_row_bytes, n_tokens, y, y_stride);
 }
 

@@ -41,7 +41,8 @@ struct Avx512 {
                                                      2 * k, 2 * k),
                                     s);
   }
-  static IVec k6_scale(const PanelK6& p, int k) { return _mm512_loadu_si512(p.sc[2 * k]); }  // 2k, 2k + 1: adjacent
+  template <class P>  // PanelK6 or PanelK2: the same sc layout
+  static IVec k6_scale(const P& p, int k) { return _mm512_loadu_si512(p.sc[2 * k]); }  // 2k, 2k + 1: adjacent
   static IVec dot_add(IVec acc, IVec w, IVec a, IVec sc) {
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(w, a), sc);
   }
@@ -58,6 +59,11 @@ struct Avx512 {
 
 void panel_gemm_k4_avx512(const PanelK4* panel, int64_t rows, int64_t nb, const uint8_t* act,
                           size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  PanelCores<Avx512>::panel_gemm(panel, rows, nb, act, act_row_bytes, n_tokens, y, y_stride);
+}
+
+void panel_gemm_k2_avx512(const PanelK2* panel, int64_t rows, int64_t nb, const uint8_t* act,
+                        size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
   PanelCores<Avx512>::panel_gemm(panel, rows, nb, act, act_row_bytes, n_tokens, y, y_stride);
 }
 

@@ -46,6 +46,10 @@ inline float load_f32(const uint8_t* p) {
   return f;
 }
 
+// The offset multipliers tile_k6 folds with the activation sums (q6_K, q3_K: m32; q2_K: mins).
+inline const int16_t* offsets(const PanelK6& p) { return p.m32; }
+inline const int16_t* offsets(const PanelK2& p) { return p.mins; }
+
 template <class V>
 struct PanelCores {
   using IVec = typename V::IVec;
@@ -107,8 +111,10 @@ struct PanelCores {
 
   // q6_K: sum over blocks of d_w * d_a * (S - m32 . bsums), S as above with 16-element
   // sub-blocks (each 32-element scale vector holds two scales).
-  template <int R, int T>
-  static void tile_k6(const PanelK6* const* rows, int64_t nb, const uint8_t* const* act, float* out) {
+  // q2_K (PanelK2): the same with the offset scaled by dmin: d_a * (d_w * S - dmin * m . bsums).
+  template <class Panel, int R, int T>
+  static void tile_k6(const Panel* const* rows, int64_t nb, const uint8_t* const* act, float* out) {
+    constexpr bool k2 = std::is_same_v<Panel, PanelK2>;
     FVec facc[R][T];
     fill(facc, V::fzero());
     for (int64_t b = 0; b < nb; ++b) {
@@ -119,7 +125,7 @@ struct PanelCores {
         IVec a[T];
         load_acts<T>(act, b, k, a);
         for (int r = 0; r < R; ++r) {
-          const PanelK6& p = rows[r][b];
+          const Panel& p = rows[r][b];
           const IVec w = V::load_q(p.q + V::kChunk * k);
           const IVec sc = V::k6_scale(p, k);
           for (int t = 0; t < T; ++t) {
@@ -133,10 +139,17 @@ struct PanelCores {
         const FVec da = V::set1(load_f32(blk));
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kBsumsOffset));
         for (int r = 0; r < R; ++r) {
-          const PanelK6& p = rows[r][b];
-          const __m256i off = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(p.m32)), bsums);
+          const Panel& p = rows[r][b];
+          const __m256i off =
+              _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(offsets(p))), bsums);
           const FVec dd = V::mul(V::set1(p.d), da);
-          facc[r][t] = V::fmadd(V::cvt(V::sub_off(acc[r][t], off)), dd, facc[r][t]);
+          if constexpr (k2) {
+            facc[r][t] = V::fmadd(V::cvt(acc[r][t]), dd, facc[r][t]);
+            const FVec dm = V::mul(V::set1(p.dmin), da);
+            facc[r][t] = V::fmadd(V::cvt(V::sub_off(V::izero(), off)), dm, facc[r][t]);
+          } else {
+            facc[r][t] = V::fmadd(V::cvt(V::sub_off(acc[r][t], off)), dd, facc[r][t]);
+          }
         }
       }
     }
@@ -167,7 +180,7 @@ struct PanelCores {
     if constexpr (std::is_same_v<Panel, PanelK4>)
       tile_k4<R, T>(rows, nb, a, abs, out);
     else
-      tile_k6<R, T>(rows, nb, a, out);
+      tile_k6<Panel, R, T>(rows, nb, a, out);
   }
 
   // A tile of nr <= R rows, through the instantiation for exactly nr.
@@ -201,7 +214,7 @@ struct PanelCores {
     }
   }
 
-  // The core: act_q8k.h's panel_gemm_k4_* / panel_gemm_k6_* semantics.
+  // The core: act_q8k.h's panel_gemm_k2_* / panel_gemm_k4_* / panel_gemm_k6_* semantics.
   template <class Panel>
   static void panel_gemm(const Panel* panel, int64_t rows, int64_t nb, const uint8_t* act, size_t act_row_bytes,
                          int64_t n_tokens, float* y, int64_t y_stride) {

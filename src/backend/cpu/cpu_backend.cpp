@@ -9,6 +9,7 @@
 // otherwise hold up the whole op, while with about four chunks per thread the
 // others take over its share.
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -169,6 +170,41 @@ class CpuBackend final : public Backend {
     parallel_rows(n, 1, [&](int64_t i0, int64_t i1) { ops_->swiglu(gate + i0, up + i0, out + i0, i1 - i0); });
   }
 
+  // GELU's tanh, soft-capping and the expert combine are elementwise over data that was
+  // just written: bound by memory, so plain loops (vectorized by the compiler where it can).
+  void geglu(const float* gate, const float* up, float* out, int64_t n) override {
+    parallel_rows(n, 16, [&](int64_t i0, int64_t i1) {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      for (int64_t i = i0; i < i1; ++i) {
+        const float x = gate[i];
+        out[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+      }
+    });
+  }
+
+  void softcap(float* y, int64_t n, float cap) override {
+    parallel_rows(n, 16, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = cap * std::tanh(y[i] / cap);
+    });
+  }
+
+  void scale(float* y, int64_t n, float s) override {
+    parallel_rows(n, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] *= s;
+    });
+  }
+
+  void add_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* w, int64_t n,
+                       int64_t dim) override {
+    parallel_rows(n, dim, [&](int64_t r0, int64_t r1) {  // rows distinct: no two threads share a dst row
+      for (int64_t r = r0; r < r1; ++r) {
+        float* d = dst + static_cast<int64_t>(idx[r]) * dim;
+        const float* x = src + r * dim;
+        for (int64_t j = 0; j < dim; ++j) d[j] += w[r] * x[j];
+      }
+    });
+  }
+
   void gather_rows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) override {
     parallel_rows(n, dim, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i)
@@ -205,8 +241,8 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out, int64_t n_heads,
-                 int64_t n_kv_heads, int64_t head_dim, float scale) override {
-    const cpu::AttentionTask task{&kv, &b, q, out, n_heads, n_kv_heads, head_dim, scale};
+                 int64_t n_kv_heads, int64_t head_dim, float scale, const AttentionOptions& opt) override {
+    const cpu::AttentionTask task{&kv, &b, q, out, n_heads, n_kv_heads, head_dim, scale, opt.window, opt.softcap};
     const int64_t n_tasks = b.n_tokens * n_kv_heads;
     // Work in K/V elements read; a decode step of a small model is not worth waking the pool.
     int64_t work = 0;

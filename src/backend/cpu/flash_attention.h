@@ -54,7 +54,9 @@ void flash_attend_group(const AttentionTask& a, int64_t t, int64_t kvh, Attentio
   std::fill(l, l + group, 0.0f);
 
   const int64_t first = kvh * hd;  // this head's elements within a K/V row
-  for (int64_t p0 = 0; p0 < n_pos; p0 += tile) {
+  // A sliding window starts the visit at the window's first position: nothing before it is read.
+  const int64_t p_begin = a.window > 0 ? std::max<int64_t>(0, n_pos - a.window) : 0;
+  for (int64_t p0 = p_begin; p0 < n_pos; p0 += tile) {
     const int64_t nt = std::min(tile, n_pos - p0);
     for (int64_t j = 0; j < nt; ++j) {
       const int64_t p = p0 + j;
@@ -74,6 +76,8 @@ void flash_attend_group(const AttentionTask& a, int64_t t, int64_t kvh, Attentio
     }
     for (int64_t g = 0; g < group; ++g) {
       S::dots(qs + g * hd, kp, nt, hd, s);
+      if (a.softcap > 0)
+        for (int64_t j = 0; j < nt; ++j) s[j] = a.softcap * std::tanh(s[j] / a.softcap);
       const float m_new = std::max(m[g], *std::max_element(s, s + nt));
       const float correction = std::exp(m[g] - m_new);  // 0 on the first tile (m = -inf)
       l[g] = l[g] * correction + S::exp_sub_sum(s, nt, m_new);

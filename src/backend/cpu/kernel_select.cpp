@@ -8,4 +8,13 @@ const MatmulKernel* select_matmul_kernel(DType weight, Isa isa) {
   return nullptr;
 }
 
+std::string describe_matmul_kernel(DType weight, Isa isa) {
+  const MatmulKernel* k = select_matmul_kernel(weight, isa);
+  if (k == nullptr) return std::string(dtype_name(weight)) + ": dequantize + f32 dot";
+  std::string s = std::string(dtype_name(k->weight)) + " x " + std::string(dtype_name(k->act)) + " " +
+                  std::string(isa_name(k->isa));
+  if (k->prepare != nullptr) s += " (prepared)";
+  return s;
+}
+
 }  // namespace th::cpu

@@ -1,4 +1,4 @@
-// What the AVX2 k-quant kernels (matmul_q4_k_avx2.cpp, matmul_q5_k_avx2.cpp,
+// What the AVX2 k-quant kernels (matmul_q2_k_q3_k_avx2.cpp, matmul_q4_k_q5_k_avx2.cpp,
 // matmul_q6_k_avx2.cpp) share: the Q8_K activation block's stride, horizontal
 // sums, unaligned scalar loads and the 6-bit scale/min unpacking of Q4_K and
 // Q5_K. Include only from translation units compiled for AVX2 (+F16C).
@@ -50,6 +50,13 @@ inline __m256i scales_and_mins(const uint8_t* scales12) {
   const __m128i nib = _mm_and_si128(_mm_srlv_epi32(v, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
   const __m128i top = _mm_and_si128(_mm_srli_epi32(w, 2), _mm_set1_epi32(0x30303030));
   return _mm256_cvtepu8_epi16(_mm_blend_epi32(lo, _mm_or_si128(nib, top), 0b1010));
+}
+
+// The int16 scale vector of 32-element chunk k of a block with 16-element sub-blocks (q2_K,
+// q3_K, q6_K): s[2k] in the low eight lanes, s[2k+1] in the high ones, from 16 int8 scales.
+inline __m256i chunk_scales(__m128i scales8, int k) {
+  const __m128i idx = _mm_set_epi64x(0x0101010101010101LL * (2 * k + 1), 0x0101010101010101LL * (2 * k));
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, idx));
 }
 
 // vpshufb pattern that broadcasts int16 lane i of each 128-bit half.

@@ -77,7 +77,16 @@ Isa best_isa() {
   return isas.back();
 }
 
-// K-quant families (matmul_q4_k*.cpp, matmul_q5_k*.cpp, matmul_q6_k*.cpp).
+// Q8_K-activation families (matmul_q2_k*.cpp, ..., matmul_q6_k*.cpp, matmul_iq4_xs*.cpp).
+MatmulKernel matmul_q2_k_generic();
+MatmulKernel matmul_q2_k_avx2();
+MatmulKernel matmul_q2_k_avx512();
+MatmulKernel matmul_q3_k_generic();
+MatmulKernel matmul_q3_k_avx2();
+MatmulKernel matmul_q3_k_avx512();
+MatmulKernel matmul_iq4_xs_generic();
+MatmulKernel matmul_iq4_xs_avx2();
+MatmulKernel matmul_iq4_xs_avx512();
 MatmulKernel matmul_q4_k_generic();
 MatmulKernel matmul_q4_k_avx2();
 MatmulKernel matmul_q4_k_avx512();
@@ -97,9 +106,13 @@ const std::vector<MatmulKernel>& all_kernels() {
       matmul_q4_k_generic(), matmul_q4_k_avx2(), matmul_q4_k_avx512(),
       matmul_q5_k_generic(), matmul_q5_k_avx2(), matmul_q5_k_avx512(),
       matmul_q6_k_generic(), matmul_q6_k_avx2(), matmul_q6_k_avx512(),
+      matmul_q2_k_generic(), matmul_q2_k_avx2(), matmul_q2_k_avx512(),
+      matmul_q3_k_generic(), matmul_q3_k_avx2(), matmul_q3_k_avx512(),
+      matmul_iq4_xs_generic(), matmul_iq4_xs_avx2(), matmul_iq4_xs_avx512(),
       // Q8_0-activation and f32-activation families (act_q8.h).
       kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512,
       kMatmulQ4_0Generic, kMatmulQ4_0Avx2, kMatmulQ4_0Avx512,
+      kMatmulIQ4_NLGeneric, kMatmulIQ4_NLAvx2, kMatmulIQ4_NLAvx512,
       kMatmulF32Generic,  kMatmulF32Avx2,  kMatmulF32Avx512,
       kMatmulF16Generic,  kMatmulF16Avx2,  kMatmulF16Avx512,
       kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512,

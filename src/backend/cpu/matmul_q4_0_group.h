@@ -24,7 +24,9 @@ namespace {
 
 // X0..X3, then int32 corrections per lane, then f32 lane scales.
 template <bool kVnni>
-struct Q4_0Group : GroupLayout<160> {
+struct Q4_0Group : GroupLayout<Vec256, 160> {
+  using V = Vec256;
+  static constexpr int kBlocks = 4;
   static constexpr int kBytes = sizeof(BlockQ4_0);
   // Weight quarter q (8 bytes = 8 elements) comes from block {0, 2, 1, 3}[q]; two int32
   // lanes per quarter.

@@ -39,12 +39,6 @@ Half unpack_half(const uint8_t* ql, const uint8_t* qh) {
   return out;
 }
 
-// int16 scale vector of chunk k (sub-blocks 2k, 2k+1): s[2k] in the low eight lanes, s[2k+1] in the high.
-__m256i chunk_scales(__m128i scales8, int k) {
-  const __m128i idx = _mm_set_epi64x(0x0101010101010101LL * (2 * k + 1), 0x0101010101010101LL * (2 * k));
-  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, idx));
-}
-
 float dot_row(const uint8_t* row, const uint8_t* act, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {

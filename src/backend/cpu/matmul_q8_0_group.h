@@ -24,9 +24,11 @@ namespace {
 
 // X0..X3, then (VNNI only) the int32 corrections per lane, then the f32 lane scales.
 template <bool kVnni>
-struct Q8_0Group : GroupLayout<kVnni ? 160 : 128> {
-  using GroupLayout<kVnni ? 160 : 128>::kCorrOffset;
-  using GroupLayout<kVnni ? 160 : 128>::kDxOffset;
+struct Q8_0Group : GroupLayout<Vec256, kVnni ? 160 : 128> {
+  using GroupLayout<Vec256, kVnni ? 160 : 128>::kCorrOffset;
+  using GroupLayout<Vec256, kVnni ? 160 : 128>::kDxOffset;
+  using V = Vec256;
+  static constexpr int kBlocks = 4;
   static constexpr int kBytes = sizeof(BlockQ8_0);
   // Register k holds, in 32-bit lane l, elements 4k + 16 * (l / 4) .. + 3 of block l % 4.
   static constexpr int lane_block(int l) { return l % 4; }

@@ -12,6 +12,12 @@ namespace th {
 
 namespace {
 
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as gelu_pytorch_tanh.
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
 class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
@@ -89,6 +95,24 @@ class ReferenceBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   }
 
+  void geglu(const float* gate, const float* up, float* out, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+  }
+
+  void softcap(float* y, int64_t n, float cap) override {
+    for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(y[i] / cap);
+  }
+
+  void scale(float* y, int64_t n, float s) override {
+    for (int64_t i = 0; i < n; ++i) y[i] *= s;
+  }
+
+  void add_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* w, int64_t n,
+                       int64_t dim) override {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < dim; ++j) dst[static_cast<int64_t>(idx[i]) * dim + j] += w[i] * src[i * dim + j];
+  }
+
   void gather_rows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) override {
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(dst + i * dim, src + static_cast<int64_t>(idx[i]) * dim, static_cast<size_t>(dim) * sizeof(float));
@@ -113,35 +137,39 @@ class ReferenceBackend final : public Backend {
   }
 
   void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out,
-                 int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale) override {
+                 int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                 const AttentionOptions& opt) override {
     const int64_t group = n_heads / n_kv_heads;
     const size_t rb = kv.row_bytes();
     kv_row_.resize(static_cast<size_t>(kv.kv_dim));
     for (int64_t t = 0; t < b.n_tokens; ++t) {
       const std::span<const int32_t> table = b.seq_tables[static_cast<size_t>(b.token_seq[t])];
       const int64_t n_pos = b.token_pos[t] + 1;
+      // Positions before `first` are outside the sliding window: they get no weight at all.
+      const int64_t first = opt.window > 0 ? std::max<int64_t>(0, n_pos - opt.window) : 0;
       scores_.resize(static_cast<size_t>(n_pos));
       for (int64_t h = 0; h < n_heads; ++h) {
         const float* qh = q + (t * n_heads + h) * head_dim;
         const int64_t kvh = h / group;
         float mx = -INFINITY;
-        for (int64_t p = 0; p < n_pos; ++p) {
+        for (int64_t p = first; p < n_pos; ++p) {
           const float* kp = kv_row(kv.k, kv, rb, slot(table, b.block_size, p)) + kvh * head_dim;
           float s = 0;
           for (int64_t i = 0; i < head_dim; ++i) s += qh[i] * kp[i];
           s *= scale;
+          if (opt.softcap > 0) s = opt.softcap * std::tanh(s / opt.softcap);
           scores_[static_cast<size_t>(p)] = s;
           mx = std::max(mx, s);
         }
         float sum = 0;
-        for (int64_t p = 0; p < n_pos; ++p) {
+        for (int64_t p = first; p < n_pos; ++p) {
           const float e = std::exp(scores_[static_cast<size_t>(p)] - mx);
           scores_[static_cast<size_t>(p)] = e;
           sum += e;
         }
         float* oh = out + (t * n_heads + h) * head_dim;
         std::fill(oh, oh + head_dim, 0.0f);
-        for (int64_t p = 0; p < n_pos; ++p) {
+        for (int64_t p = first; p < n_pos; ++p) {
           const float* vp = kv_row(kv.v, kv, rb, slot(table, b.block_size, p)) + kvh * head_dim;
           const float wgt = scores_[static_cast<size_t>(p)] / sum;
           for (int64_t i = 0; i < head_dim; ++i) oh[i] += wgt * vp[i];

@@ -23,6 +23,8 @@ struct AttentionTask {
   float* out = nullptr;      // same shape
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
+  int64_t window = 0;    // AttentionOptions::window
+  float softcap = 0.0f;  // AttentionOptions::softcap
 };
 
 /// @brief Per-thread working memory for attention, grown on first use and then reused.

@@ -115,6 +115,31 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
   }
 }
 
+__global__ void geglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float x = gate[i];
+    out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
+__global__ void softcap_kernel(float* y, int64_t n, float cap) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = cap * tanhf(y[i] / cap);
+}
+
+__global__ void scale_kernel(float* y, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] *= s;
+}
+
+// The rows of one call are distinct (one expert's tokens), so no two threads add to one element.
+__global__ void add_rows_scaled_kernel(float* dst, const float* src, const int32_t* idx, const float* w, int64_t n,
+                                       int64_t dim) {
+  const int64_t total = n * dim;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total; j += int64_t(gridDim.x) * blockDim.x)
+    dst[static_cast<int64_t>(idx[j / dim]) * dim + j % dim] += w[j / dim] * src[j];
+}
+
 __global__ void gather_kernel(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) {
   const int64_t total = n * dim;
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total; j += int64_t(gridDim.x) * blockDim.x)
@@ -179,7 +204,8 @@ constexpr int kPerLane = kMaxHeadDim / 32;
 __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, int64_t row_bytes, int kt,
                                  const float* q, float* out, const int32_t* token_seq, const int32_t* token_pos,
                                  const int32_t* table_offsets, const int32_t* tables, int64_t block_size,
-                                 int64_t n_heads, int64_t group, int64_t head_dim, float scale) {
+                                 int64_t n_heads, int64_t group, int64_t head_dim, float scale, int64_t window,
+                                 float softcap) {
   const int64_t t = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
   const int64_t kvh = h / group;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -192,7 +218,8 @@ __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, i
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) acc[j] = 0;
 
-  for (int64_t p = warp; p < n_pos; p += kAttnWarps) {
+  const int64_t p_begin = window > 0 ? (n_pos > window ? n_pos - window : 0) : 0;  // sliding window
+  for (int64_t p = p_begin + warp; p < n_pos; p += kAttnWarps) {
     const int64_t slot = static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size;
     const uint8_t* krow = k_pool + slot * row_bytes;
     const uint8_t* vrow = v_pool + slot * row_bytes;
@@ -201,6 +228,7 @@ __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, i
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
     s *= scale;
+    if (softcap > 0) s = softcap * tanhf(s / softcap);
     const float m_new = fmaxf(m, s);
     const float corr = expf(m - m_new);  // 0 on the first position (m = -inf)
     const float e = expf(s - m_new);
@@ -372,6 +400,33 @@ class CudaBackend final : public Backend {
     TH_LAUNCH_CHECK("swiglu");
   }
 
+  void geglu(const float* gate, const float* up, float* out, int64_t n) override {
+    if (n <= 0) return;
+    geglu_kernel<<<blocks_for(n), kThreads>>>(gate, up, out, n);
+    TH_LAUNCH_CHECK("geglu");
+  }
+
+  void softcap(float* y, int64_t n, float cap) override {
+    if (n <= 0) return;
+    softcap_kernel<<<blocks_for(n), kThreads>>>(y, n, cap);
+    TH_LAUNCH_CHECK("softcap");
+  }
+
+  void scale(float* y, int64_t n, float s) override {
+    if (n <= 0) return;
+    scale_kernel<<<blocks_for(n), kThreads>>>(y, n, s);
+    TH_LAUNCH_CHECK("scale");
+  }
+
+  void add_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* w, int64_t n,
+                       int64_t dim) override {
+    if (n <= 0 || dim <= 0) return;
+    const int32_t* d_idx = b_.upload(idx, n);
+    const float* d_w = a_.upload(w, n);
+    add_rows_scaled_kernel<<<blocks_for(n * dim), kThreads>>>(dst, src, d_idx, d_w, n, dim);
+    TH_LAUNCH_CHECK("add_rows_scaled");
+  }
+
   void gather_rows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) override {
     if (n <= 0 || dim <= 0) return;
     const int32_t* d_idx = b_.upload(idx, n);
@@ -417,7 +472,7 @@ class CudaBackend final : public Backend {
   }
 
   void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out, int64_t n_heads,
-                 int64_t n_kv_heads, int64_t head_dim, float scale) override {
+                 int64_t n_kv_heads, int64_t head_dim, float scale, const AttentionOptions& opt) override {
     if (b.n_tokens <= 0) return;
     if (head_dim > kMaxHeadDim) {
       std::fprintf(stderr, "tokenhive cuda: attention supports head_dim <= %d, got %lld\n", kMaxHeadDim,
@@ -437,7 +492,7 @@ class CudaBackend final : public Backend {
     attention_kernel<<<static_cast<unsigned>(b.n_tokens * n_heads), kAttnWarps * 32>>>(
         static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v), static_cast<int64_t>(kv.row_bytes()),
         kv_type(kv.type), q, out, d_seq, d_pos, d_off, d_tab, b.block_size, n_heads, n_heads / n_kv_heads, head_dim,
-        scale);
+        scale, opt.window, opt.softcap);
     TH_LAUNCH_CHECK("attention");
   }
 

@@ -139,7 +139,8 @@ TEST_P(BackendOps, MatmulEveryWeightType) {
       {DType::F32, 67},   {DType::F32, 160},  {DType::F16, 67},   {DType::F16, 96},   {DType::BF16, 67},
       {DType::BF16, 96},  {DType::Q8_0, 96},  {DType::Q8_0, 320}, {DType::Q4_0, 96},  {DType::Q4_1, 96},
       {DType::Q5_0, 96},  {DType::Q5_1, 160}, {DType::Q4_K, 256}, {DType::Q4_K, 512}, {DType::Q5_K, 256},
-      {DType::Q6_K, 256}, {DType::Q6_K, 512},
+      {DType::Q6_K, 256}, {DType::Q6_K, 512}, {DType::Q2_K, 256}, {DType::Q2_K, 768}, {DType::Q3_K, 256},
+      {DType::Q3_K, 512}, {DType::IQ4_NL, 96}, {DType::IQ4_NL, 160}, {DType::IQ4_XS, 256}, {DType::IQ4_XS, 768},
   };
   for (const MatmulCase& mc : cases) {
     for (int64_t rows : {1, 37, 133}) {
@@ -208,7 +209,8 @@ TEST_P(BackendOps, MatmulEveryWeightType) {
 
 TEST_P(BackendOps, EmbedIsExact) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                     DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                     DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
+                     DType::IQ4_XS}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     const int64_t rows = 29, cols = dtype_info(type).block_size == 256 ? 512 : 96;
     const std::vector<float> wf = random_floats(rng_, rows * cols);
@@ -432,8 +434,8 @@ TEST_P(BackendOps, AttentionRaggedBatchEveryKvTypeGqaRatioAndBlockSize) {
           const std::vector<float> q = random_floats(rng_, n_tok * n_heads * hd, -2, 2);
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
           Buf qf(*fast_, q), of(*fast_, n_tok * n_heads * hd), qr(*ref_, q), orf(*ref_, n_tok * n_heads * hd);
-          fast_->attention(kv, ab, qf.p, of.p, n_heads, n_kv, hd, scale);
-          ref_->attention(kv, ab, qr.p, orf.p, n_heads, n_kv, hd, scale);
+          fast_->attention(kv, ab, qf.p, of.p, n_heads, n_kv, hd, scale, {});
+          ref_->attention(kv, ab, qr.p, orf.p, n_heads, n_kv, hd, scale, {});
           const std::vector<float> got = of.get(), want = orf.get();
 
           // Bound per output element, from the K/V rows as both backends see them:

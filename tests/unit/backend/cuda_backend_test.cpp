@@ -111,7 +111,7 @@ std::vector<uint8_t> weight_bytes(DType t, const std::vector<float>& x, int64_t 
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                               DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                              DType::Q6_K};
+                              DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 TEST_F(CudaOps, MatmulEveryWeightType) {
   for (DType t : kWeightTypes) {
@@ -204,6 +204,34 @@ TEST_F(CudaOps, Swiglu) {
   expect_close(down(out, n), want, rel(want, 1e-5, 1e-30), "swiglu");  // expf within 2 ulp
 }
 
+TEST_F(CudaOps, GegluSoftcapScaleAndAddRowsScaled) {
+  const int64_t n = 100003;
+  const std::vector<float> g = random_floats(rng_, n, -10, 10), u = random_floats(rng_, n, -3, 3);
+  std::vector<float> want(static_cast<size_t>(n));
+  ref_->geglu(g.data(), u.data(), want.data(), n);
+  float* out = poisoned(n);
+  gpu_->geglu(up(g), up(u), out, n);
+  expect_close(down(out, n), want, rel(want, 1e-5, 1e-6), "geglu");  // tanhf within 2 ulp
+  want = g;
+  ref_->softcap(want.data(), n, 3.0f);
+  float* y = up(g);
+  gpu_->softcap(y, n, 3.0f);
+  expect_close(down(y, n), want, rel(want, 1e-5, 1e-6), "softcap");
+  ref_->scale(want.data(), n, -0.5f);
+  gpu_->scale(y, n, -0.5f);
+  expect_close(down(y, n), want, rel(want, 1e-5, 1e-6), "scale");
+  // One expert's outputs added back to its 5 tokens of 11, weighted.
+  const int64_t rows = 11, dim = 333;
+  const std::vector<float> dst0 = random_floats(rng_, rows * dim), src = random_floats(rng_, 5 * dim);
+  const std::vector<int32_t> idx = {7, 0, 10, 3, 4};
+  const std::vector<float> w = {0.5f, 0.25f, 0.125f, 0.0625f, 0.0625f};
+  std::vector<float> want_rows = dst0;
+  ref_->add_rows_scaled(want_rows.data(), src.data(), idx.data(), w.data(), 5, dim);
+  float* d = up(dst0);
+  gpu_->add_rows_scaled(d, up(src), idx.data(), w.data(), 5, dim);
+  expect_close(down(d, rows * dim), want_rows, rel(want_rows, 2 * kU, 1e-7), "add_rows_scaled");
+}
+
 TEST_F(CudaOps, GatherAddAndBiasAreExact) {
   const int64_t rows = 23, dim = 333, n = 9;
   const std::vector<float> src = random_floats(rng_, rows * dim);
@@ -290,14 +318,18 @@ TEST_F(CudaOps, AttentionRaggedBatchEveryKvTypeAndGqaRatio) {
         ref_->kv_write(rkv, b, k.data(), v.data());
         gpu_->kv_write(gkv, b, up(k), up(v));
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-        std::vector<float> want(q.size());
-        ref_->attention(rkv, b, q.data(), want.data(), n_heads, n_kv_heads, head_dim, scale);
-        float* out = poisoned(static_cast<int64_t>(q.size()));
-        gpu_->attention(gkv, b, up(q), out, n_heads, n_kv_heads, head_dim, scale);
-        // |v| <= 1 and the weights sum to 1: both results are convex combinations computed in
-        // f32 with exp within 2 ulp, in different orders over <= 101 positions.
-        expect_close(down(out, static_cast<int64_t>(q.size())), want, rel(want, 0, 2e-5),
-                     cat("attention ", dtype_name(t), " group ", group, " head_dim ", head_dim));
+        // Plain causal, then a sliding window of 13 with a soft-cap of 2 (gemma2's options).
+        for (const AttentionOptions opt : {AttentionOptions{}, AttentionOptions{13, 2.0f}}) {
+          std::vector<float> want(q.size());
+          ref_->attention(rkv, b, q.data(), want.data(), n_heads, n_kv_heads, head_dim, scale, opt);
+          float* out = poisoned(static_cast<int64_t>(q.size()));
+          gpu_->attention(gkv, b, up(q), out, n_heads, n_kv_heads, head_dim, scale, opt);
+          // |v| <= 1 and the weights sum to 1: both results are convex combinations computed in
+          // f32 with exp (and tanh) within 2 ulp, in different orders over <= 101 positions.
+          expect_close(down(out, static_cast<int64_t>(q.size())), want, rel(want, 0, 2e-5),
+                       cat("attention ", dtype_name(t), " group ", group, " head_dim ", head_dim, " window ",
+                           opt.window));
+        }
       }
     }
   }

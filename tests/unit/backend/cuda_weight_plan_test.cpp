@@ -17,7 +17,8 @@ using cuda::DeviceWeightType;
 
 const DType kAll[] = {DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                       DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
-                      DType::I8, DType::I16, DType::I32, DType::I64, DType::F64, DType::BF16};
+                      DType::IQ4_NL, DType::IQ4_XS, DType::I8, DType::I16, DType::I32, DType::I64, DType::F64,
+                      DType::BF16};
 
 TEST(CudaWeightPlan, FloatTypesKeepTheirFormQuantizedBecomeF16) {
   for (DType t : kAll) {

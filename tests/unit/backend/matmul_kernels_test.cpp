@@ -1,4 +1,4 @@
-// The matmul kernel families for Q8_0, Q4_0, F32, F16 and BF16 weights, every
+// The matmul kernel families for Q8_0, Q4_0, IQ4_NL, F32, F16 and BF16 weights, every
 // ISA this CPU runs, against plain references computed here:
 //  - exact: dequantize_row of the weights and of the converted activations,
 //    dotted in double. A kernel accumulates in f32, so it must be within
@@ -51,7 +51,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> v;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::F32, DType::F16, DType::BF16})
     for (Isa i : {Isa::Generic, Isa::Avx2, Isa::Avx512}) v.push_back({t, i});
   return v;
 }
@@ -322,7 +322,8 @@ TEST_P(MatmulKernelTest, AgreesWithGenericOnWideRows) {
 INSTANTIATE_TEST_SUITE_P(Matmul, MatmulKernelTest, testing::ValuesIn(all_cases()), case_name);
 
 TEST(MatmulRegistry, EveryFamilyHasEveryIsa) {
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::F32, DType::F16, DType::BF16, DType::Q2_K,
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
     for (Isa i : {Isa::Generic, Isa::Avx2, Isa::Avx512}) EXPECT_NE(find_matmul_kernel(t, i), nullptr) << dtype_name(t);
 }
 
@@ -331,8 +332,8 @@ TEST(MatmulRegistry, EveryFamilyHasEveryIsa) {
 // AVX2 speed. Where a family's AVX2 variant prepares its activations, the AVX-512 one must
 // too (both run act_q8_groups.h).
 TEST(MatmulRegistry, Avx512PreparesWhereAvx2Does) {
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::F32, DType::F16, DType::BF16, DType::Q2_K,
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     const MatmulKernel* avx2 = find_matmul_kernel(t, Isa::Avx2);
     const MatmulKernel* avx512 = find_matmul_kernel(t, Isa::Avx512);
     ASSERT_NE(avx2, nullptr) << dtype_name(t);

@@ -1,4 +1,4 @@
-// The K-quant kernel families (q4_K, q5_K, q6_K x Q8_K activations) against plain
+// The Q8_K-activation kernel families (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs) against plain
 // references: the Q8_K conversion byte for byte, and every registered ISA variant's gemm
 // on odd shapes, row ranges and strides against double-precision dot products.
 #include <gtest/gtest.h>
@@ -176,10 +176,17 @@ Weights make_weights(DType t, int64_t rows, int64_t cols, size_t pad, std::mt199
       for (int64_t b = 0; b < cols / kQKK; ++b) {
         uint8_t* blk = row + b * block;
         const uint16_t d = f32_to_f16(0.01f * (1 + byte(rng) / 64.0f));
+        const uint16_t dmin = f32_to_f16(0.005f * (byte(rng) / 64.0f));
         if (t == DType::Q6_K) {
           std::memcpy(blk + offsetof(BlockQ6_K, d), &d, 2);
+        } else if (t == DType::Q3_K) {
+          std::memcpy(blk + offsetof(BlockQ3_K, d), &d, 2);
+        } else if (t == DType::Q2_K) {
+          std::memcpy(blk + offsetof(BlockQ2_K, d), &d, 2);
+          std::memcpy(blk + offsetof(BlockQ2_K, dmin), &dmin, 2);
+        } else if (t == DType::IQ4_XS) {
+          std::memcpy(blk + offsetof(BlockIQ4_XS, d), &d, 2);  // scales_h stays random
         } else {
-          const uint16_t dmin = f32_to_f16(0.005f * (byte(rng) / 64.0f));
           std::memcpy(blk, &d, 2);
           std::memcpy(blk + 2, &dmin, 2);
         }
@@ -369,7 +376,11 @@ INSTANTIATE_TEST_SUITE_P(MatmulKTypes, MatmulKQuant,
                                          Case{DType::Q4_K, Isa::Avx512}, Case{DType::Q5_K, Isa::Generic},
                                          Case{DType::Q5_K, Isa::Avx2}, Case{DType::Q5_K, Isa::Avx512},
                                          Case{DType::Q6_K, Isa::Generic}, Case{DType::Q6_K, Isa::Avx2},
-                                         Case{DType::Q6_K, Isa::Avx512}),
+                                         Case{DType::Q6_K, Isa::Avx512}, Case{DType::Q2_K, Isa::Generic},
+                                         Case{DType::Q2_K, Isa::Avx2}, Case{DType::Q2_K, Isa::Avx512},
+                                         Case{DType::Q3_K, Isa::Generic}, Case{DType::Q3_K, Isa::Avx2},
+                                         Case{DType::Q3_K, Isa::Avx512}, Case{DType::IQ4_XS, Isa::Generic},
+                                         Case{DType::IQ4_XS, Isa::Avx2}, Case{DType::IQ4_XS, Isa::Avx512}),
                          case_name);
 
 }  // namespace

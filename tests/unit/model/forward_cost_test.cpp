@@ -143,5 +143,34 @@ TEST(ForwardCost, FromAFileMatchesTheHandCount) {
   }
 }
 
+TEST(ForwardCost, FusedTensorsAndExpertsCountWhatATokenReads) {
+  // mkmodel's tiny models, f32, 512-token vocab: 64 wide, 2 layers, 4 q / 2 kv heads.
+  Result<GgufFile> vocab = GgufFile::open(test::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  // phi3 (head 16): attn_qkv 128 x 64 = 8192, o 4096, ffn_up (gate and up) 256 x 64 = 16384,
+  // down 8192: 36,864 per layer, 73,728 for two, output 512 x 64 = 32,768: 106,496.
+  // qwen3moe (head 32: q 128, kv 64): q 8192, k 4096, v 4096, o 8192; router 4 x 64 = 256;
+  // 2 of 4 experts of width 64: gate 8192, up 8192, down 8192: 49,408 per layer; two 98,816;
+  // output 32,768: 131,584.
+  for (const auto& [arch, macs] : std::vector<std::pair<std::string, uint64_t>>{{"phi3", 106'496u}, {"qwen3moe", 131'584u}}) {
+    SyntheticSpec spec;
+    spec.shape = *synthetic_shape("tiny");
+    spec.type = DType::F32;
+    ASSERT_TRUE(apply_synthetic_arch(arch, spec).ok());
+    const std::string path = test::temp_path("forward_cost_" + arch + ".gguf");
+    ASSERT_TRUE(write_synthetic_model(spec, *vocab, path).ok());
+    Result<GgufFile> f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.message();
+    Result<ModelConfig> c = config_from_gguf(*f);
+    ASSERT_TRUE(c.ok()) << c.message();
+    Result<std::vector<MatrixRead>> reads = llama_matrix_reads(*f, *c);
+    ASSERT_TRUE(reads.ok()) << arch << ": " << reads.message();
+    const ForwardCost cost = forward_cost(*reads);
+    EXPECT_EQ(cost.float_macs_per_token, macs) << arch;
+    EXPECT_EQ(cost.matrix_bytes, macs * 4) << arch;
+    ::remove(path.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace th

@@ -602,11 +602,12 @@ TEST(ApiRequestUnsupported, AskingIsA400AndTheOffValuesPass) {
   expect_rejected(kCompletions, completions(R"("n":2,"best_of":3)"), "best_of", "equal to n (2)");
   expect_rejected(kCompletions, completions(R"("best_of":0)"), "best_of", "integer");
   const std::string tool = R"({"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}})";
-  expect_rejected(kChat, chat(R"("tools":[)" + tool + "]"), "tools", "not supported");
+  expect_rejected(kCompletions, completions(R"("tools":[)" + tool + "]"), "tools", "only for /v1/chat/completions");
   expect_rejected(kChat, chat(R"("tools":{})"), "tools", "must be an array");
   expect_rejected(kChat, chat(R"("functions":[{"name":"f"}])"), "functions", "not supported");
-  expect_rejected(kChat, chat(R"("tool_choice":"required")"), "tool_choice", "not supported");
-  expect_rejected(kChat, chat(R"("tool_choice":{"type":"function","function":{"name":"f"}})"), "tool_choice");
+  expect_rejected(kChat, chat(R"("tool_choice":"required")"), "tool_choice", "no tools are given");
+  expect_rejected(kChat, chat(R"("tool_choice":{"type":"function","function":{"name":"f"}})"), "tool_choice.function.name",
+                  "not one of the tools");
   expect_rejected(kChat, chat(R"("function_call":{"name":"f"})"), "function_call");
   expect_rejected(kChat, chat(R"("response_format":{})"), "response_format.type");
   expect_rejected(kChat, chat(R"("response_format":"json")"), "response_format", "must be an object");

@@ -22,8 +22,9 @@ const std::vector<std::pair<std::string, Json>> kHonoured = {
     {"top_k", 5}, {"min_p", 0.1}, {"repetition_penalty", 1.1}, {"stop_token_ids", Json::array({2})},
     {"ignore_eos", true}, {"priority", 1}, {"cache_salt", "s"}, {"n_predict", 5}, {"include_stop_str_in_output", true},
     {"skip_special_tokens", true}, {"return_token_ids", true},
-    // No-ops at these values: no tools to call in parallel, the one tier.
-    {"parallel_tool_calls", true}, {"service_tier", "auto"}, {"store", false},
+    {"parallel_tool_calls", false}, {"min_tokens", 3},
+    // No-ops at these values: the one tier.
+    {"service_tier", "auto"}, {"store", false},
     // Structured output.
     {"response_format", {{"type", "json_object"}}}, {"json_schema", {{"type", "object"}}}, {"grammar", "root ::= \"x\""},
     {"guided_json", {{"type", "object"}}}, {"guided_regex", "a+"}, {"guided_choice", Json::array({"a"})},
@@ -31,7 +32,9 @@ const std::vector<std::pair<std::string, Json>> kHonoured = {
 };
 // Chat's own, and completions' own.
 const std::vector<std::pair<std::string, Json>> kHonouredChat = {
-    {"max_completion_tokens", 5}, {"logprobs", true}, {"add_generation_prompt", false}};
+    {"max_completion_tokens", 5}, {"logprobs", true}, {"add_generation_prompt", false},
+    {"tools", Json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}, {"tool_choice", "auto"},
+    {"chat_template_kwargs", {{"enable_thinking", false}}}};
 const std::vector<std::pair<std::string, Json>> kHonouredCompletions = {{"logprobs", 2}, {"echo", true}};
 
 // The documented request fields of the three projects (OpenAI's API reference for
@@ -147,7 +150,7 @@ TEST(RequestFields, AnUnknownNameIsEchoedOnOneLine) {
   EXPECT_LT(e.message.size(), 200u) << e.message;
 }
 TEST(RequestFields, OffValuesOfTheRefusedPass) {
-  for (const char* body : {R"({"prompt":"x","min_tokens":0})", R"({"prompt":"x","chat_template_kwargs":{}})",
+  for (const char* body : {R"({"prompt":"x","chat_template_kwargs":{}})",
                            R"({"prompt":"x","prompt_logprobs":null})", R"({"prompt":"x","include_stop_str_in_output":false})"}) {
     EXPECT_TRUE(std::holds_alternative<ApiRequest>(parse_api_request(ApiEndpoint::Completions, body))) << body;
   }

@@ -18,8 +18,9 @@
 namespace th {
 namespace {
 
-constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                               DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,  DType::Q4_1,
+                               DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::Q2_K,
+                               DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
 
 std::vector<float> dequant(DType t, const std::vector<uint8_t>& bytes, int64_t n) {
   std::vector<float> y(n);
@@ -61,6 +62,10 @@ TEST(QuantLayout, BlockStructsMatchTheDTypeTable) {
   expect(DType::Q4_K, sizeof(BlockQ4_K), BlockQ4_K::kElements);
   expect(DType::Q5_K, sizeof(BlockQ5_K), BlockQ5_K::kElements);
   expect(DType::Q6_K, sizeof(BlockQ6_K), BlockQ6_K::kElements);
+  expect(DType::Q2_K, sizeof(BlockQ2_K), BlockQ2_K::kElements);
+  expect(DType::Q3_K, sizeof(BlockQ3_K), BlockQ3_K::kElements);
+  expect(DType::IQ4_NL, sizeof(BlockIQ4_NL), BlockIQ4_NL::kElements);
+  expect(DType::IQ4_XS, sizeof(BlockIQ4_XS), BlockIQ4_XS::kElements);
 }
 
 // ------------------------------------------------------------------ dequantization by hand
@@ -833,7 +838,7 @@ TEST(QuantDeathTest, RejectsTypesWithoutAReferenceQuantizer) {
   std::vector<uint8_t> buf(1024);
   std::vector<float> out(256);
   EXPECT_DEATH(dequantize_row(DType::Q8_1, buf.data(), out.data(), 32), "no reference");
-  EXPECT_DEATH(dequantize_row(DType::Q2_K, buf.data(), out.data(), 256), "no reference");
+  EXPECT_DEATH(dequantize_row(DType::Q8_K, buf.data(), out.data(), 256), "no reference");
   EXPECT_DEATH(quantize_row(DType::I32, out.data(), buf.data(), 4), "no reference");
   EXPECT_DEATH(dequantize_row(static_cast<DType>(99), buf.data(), out.data(), 4), "no reference");
 }

@@ -81,5 +81,30 @@ TEST(Detokenizer, DropsTheDummySpaceAfterBosOnly) {
   EXPECT_EQ(b, " Hello world");
 }
 
+// A tool-call marker that is a control token (Llama 3's <|python_tag|>, Mistral's
+// [TOOL_CALLS]) prints as nothing unless the detokenizer is told to render it; Phi-3's
+// <|end|> (a control token) stands in for them here.
+TEST(Detokenizer, RendersTheControlTokensItIsGiven) {
+  Result<GgufFile> f = GgufFile::open(test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-phi-3.gguf"));
+  ASSERT_TRUE(f.ok()) << f.message();
+  Result<Tokenizer> t = Tokenizer::from_gguf(*f);
+  ASSERT_TRUE(t.ok()) << t.message();
+  const std::vector<int32_t> marker = t->encode("<|end|>", false, true);
+  ASSERT_EQ(marker.size(), 1u);
+  ASSERT_EQ(t->token_to_piece(marker[0]), "");  // a control token
+  const std::vector<int32_t> text = t->encode("a<|end|>b", false, true);
+  auto run = [&](Detokenizer d) {
+    std::string out;
+    for (int32_t id : text) out += d.push(id);
+    return out + d.flush();
+  };
+  EXPECT_EQ(run(Detokenizer(*t)), t->decode(text));
+  Detokenizer rendering(*t);
+  rendering.render_control({marker[0]});
+  const std::string shown = run(std::move(rendering));
+  EXPECT_NE(shown.find("<|end|>"), std::string::npos) << shown;
+  EXPECT_EQ(shown.size(), run(Detokenizer(*t)).size() + 7);
+}
+
 }  // namespace
 }  // namespace th

@@ -19,12 +19,13 @@ ALLOWED = {
     "model": {"base", "tensor", "format", "backend", "kv"},
     "tokenizer": {"base", "tensor", "format"},
     "engine": {"base", "tensor", "backend", "kv", "model"},
+    "grammar": {"base"},
     "http": {"base"},
     "audit": {"base"},
     "pii": {"base"},
     "client": {"base", "http"},
     "bench": {"base", "client"},
-    "server": {"base", "tensor", "format", "kv", "model", "tokenizer", "engine", "http", "audit", "pii"},
+    "server": {"base", "tensor", "format", "kv", "model", "tokenizer", "engine", "grammar", "http", "audit", "pii"},
     "cluster": {"base", "http", "client"},
     "cli": None,  # the verbs tie everything together
 }

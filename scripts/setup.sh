@@ -37,7 +37,8 @@ if ! command -v promtool >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
-# The test oracles (tests/oracle/*.mjs) are npm packages: @huggingface/jinja,
+# The test oracles (tests/oracle/*.mjs) are npm packages: ajv (JSON-schema validation of
+# structured output), openai (the official client), @huggingface/jinja,
 # the reference renderer the chat-template tests compare against. Node.js comes
 # with the machine; Debian's nodejs and npm are the fallback.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -308,6 +308,13 @@ void Engine::sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_p
       if (ids != &config_.end_of_generation || !s.request.ignore_eos)
         for (int32_t id : *ids) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
   }
+  TokenConstraint* constraint = s.request.constraint.get();
+  if (constraint && !constraint->mask(logits)) {
+    TokenEvent end;
+    end.position = pos;
+    finish(s, FinishReason::Error, std::move(end), "structured output: the grammar allows no next token");
+    return;
+  }
   const int32_t token = s.sampler.sample(logits, s.tokens, static_cast<uint64_t>(pos));
   if (!raw.empty()) e.logprob = static_cast<float>(raw[static_cast<size_t>(token)] - lse);
   s.state = SeqState::Decoding;
@@ -321,6 +328,12 @@ void Engine::sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_p
     TokenEvent stop;
     stop.position = pos;
     finish(s, FinishReason::Stop, std::move(stop));
+    return;
+  }
+  if (constraint && !constraint->accept(token)) {
+    TokenEvent end;
+    end.position = pos;
+    finish(s, FinishReason::Error, std::move(end), "structured output: the sampled token is outside the grammar");
     return;
   }
   s.append(token, kv_->block_size());

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "base/status.h"
 #include "engine/finish_reason.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "model/compute_type.h"
 
 namespace th {
@@ -40,6 +42,9 @@ struct GenerateRequest {
   // finishes (Stop) with one event carrying the pooled hidden state. Mean pooling computes
   // every prompt token itself (no prefix-cache hits: a cached token's hidden state is gone).
   Pooling pooling = Pooling::None;
+  // Structured output: masks the logits before every draw (logprobs stay the model's). Owned
+  // by this request alone: its state is the tokens generated so far.
+  std::shared_ptr<TokenConstraint> constraint;
 
   GenerateRequest& set_priority(Priority p) {
     priority = static_cast<int32_t>(p);

@@ -625,17 +625,6 @@ class RequestReader {
       return fail("functions", "is not supported: use tools");
     if (const Json* v = field("function_call"); v && !(v->is_string() && (*v == "none" || *v == "auto")))
       return fail("function_call", "is not supported: use tool_choice");
-    if (const Json* v = field("response_format")) {
-      if (!v->is_object()) return fail("response_format", "must be an object {\"type\": \"text\"}" + got(*v));
-      auto type = v->find("type");
-      if (type == v->end() || *type != "text")
-        return fail("response_format.type", "is not supported except \"text\" (no structured output)" +
-                                                (type == v->end() ? std::string(", got nothing") : got(*type)));
-    }
-    // vLLM's structured-output extensions.
-    for (std::string_view name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"}) {
-      if (field(name)) return fail(std::string(name), "is not supported (no structured output): send null or leave it out");
-    }
     return true;
   }
 

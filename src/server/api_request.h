@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "grammar/grammar.h"
 #include "http/http_response.h"
 #include "server/tool_request.h"
 
@@ -119,6 +121,10 @@ struct ApiRequest {
   ToolRequest tools;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   int64_t min_tokens = 0;  // vLLM's: end-of-generation and stop tokens are masked until this many are generated
+  // Structured output (structured_output.h): the compiled grammar every choice follows, and
+  // the field that asked for it; null when none did.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_param;
 };
 
 /// @brief The request, or the 400 that says which field is wrong (param set).

@@ -20,6 +20,7 @@
 #include "server/call_record.h"
 #include "server/choice_text.h"
 #include "server/embeddings_api.h"
+#include "server/grammar_constraint.h"
 #include "server/openai_format.h"
 #include "server/prompt_tokens.h"
 #include "server/serving_metrics.h"
@@ -129,6 +130,7 @@ struct ApiService::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<Call>> calls;
   Admission admission;
   std::mt19937_64 rng;
+  std::shared_ptr<const GrammarVocab> grammar_vocab;  // built at the first structured-output request
 
   // --- event-loop side
   void handle_generation(ApiEndpoint ep, const http::HttpRequest& r, http::ResponseWriter w);
@@ -383,7 +385,9 @@ bool ApiService::Impl::submit(Call& c, const std::string& param) {
       g.cache_salt = q.cache_salt;
       g.logprobs = q.logprobs;
       g.min_tokens = q.min_tokens;
-      Result<RequestStream> s = engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
+      Status constrained = constrain(q, grammar_vocab, *tok, g);
+      Result<RequestStream> s = !constrained.ok() ? Result<RequestStream>(constrained)
+          : engine.load(std::memory_order_acquire)->submit(std::move(g), [mb, call_id] { mb->wake(call_id, false); });
       if (!s.ok()) {
         for (Choice& done : c.choices) {  // cancel what was submitted
           if (!done.stream) continue;

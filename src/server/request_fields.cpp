@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "server/structured_output.h"
+
 namespace th::server {
 
 namespace {
@@ -27,8 +29,6 @@ struct NotImplemented {
 };
 constexpr NotImplemented kNotImplemented[] = {
     {"prompt_logprobs", "is not supported (no prompt logprobs)"},
-    {"json_schema", "is not supported (no structured output)"},
-    {"grammar", "is not supported (no grammar-constrained output)"},
 };
 
 std::string_view path_of(ApiEndpoint e) {
@@ -102,6 +102,7 @@ std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const Re
     const bool off = (v->is_object() && v->empty()) || (n.name == "prompt_logprobs" && v->is_boolean() && !v->get<bool>());
     if (!off) return refuse(n.name, n.why);
   }
+  if (auto e = read_structured_output(fields, r)) return e;
   if (auto e = read_min_tokens(fields, r, limits)) return e;
   if (auto e = read_template_kwargs(endpoint, fields, r)) return e;
   if (auto e = read_bool(fields, "parallel_tool_calls", &r.tools.parallel)) return e;
@@ -121,6 +122,7 @@ std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const Re
     bool known = false;
     for (std::string_view k : kRead) known = known || k == name;
     for (const NotImplemented& n : kNotImplemented) known = known || n.name == name;
+    for (std::string_view k : kStructuredOutputFields) known = known || k == name;
     if (!known) unknown.push_back(name);
   }
   if (unknown.empty()) return std::nullopt;

@@ -434,6 +434,20 @@ TEST_F(ServeApi, OfficialOpenAiNodeClient) {
   EXPECT_NE(r.out.find("ok   completions.create (greedy: the reference text)"), std::string::npos) << r.out;
 }
 
+// Structured output through the openai client, every generation validated by ajv and GBNF
+// outputs by parsers of their own (tests/oracle/structured_output.mjs): 4 schemas x 52
+// generations at temperature 1 with different seeds.
+TEST_F(ServeApi, StructuredOutputIsValidUnderAjv) {
+  if (test::slurp(test::source_path("node_modules/ajv/package.json")).empty())
+    GTEST_FAIL() << "the ajv npm package is missing: run scripts/setup.sh";
+  test::ProcessResult r = test::run_process({"/usr/bin/env", "node", test::source_path("tests/oracle/structured_output.mjs"),
+                                             server_->url(), "stories", "52"},
+                                            180);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok   response_format json_schema 'person': 52 generations valid under ajv"), std::string::npos) << r.out;
+}
+
 TEST_F(ServeApi, ClientThatDisconnectsMidStreamIsCancelled) {
   {
     TestConnection c(port());

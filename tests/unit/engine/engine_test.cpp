@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -325,6 +326,48 @@ TEST_F(EngineTest, StopTokensEndTheStreamWithoutBeingEmitted) {
   const size_t first = static_cast<size_t>(std::find(alone.begin(), alone.end(), alone[3]) - alone.begin());
   EXPECT_EQ(c.tokens, std::vector<int32_t>(alone.begin(), alone.begin() + static_cast<std::ptrdiff_t>(first)));
   EXPECT_EQ(*c.finish, FinishReason::Stop);
+}
+
+// Allows one token only, or none; counts the tokens it was told of.
+class OneTokenConstraint final : public TokenConstraint {
+ public:
+  explicit OneTokenConstraint(int32_t allowed) : allowed_(allowed) {}
+  bool mask(std::span<float> logits) override {
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (static_cast<int32_t>(i) != allowed_) logits[i] = -std::numeric_limits<float>::infinity();
+    return allowed_ >= 0;
+  }
+  bool accept(int32_t token) override {
+    ++accepted;
+    return token == allowed_;
+  }
+  int accepted = 0;
+
+ private:
+  int32_t allowed_;
+};
+
+TEST_F(EngineTest, ConstraintMasksEveryDrawAndSeesEveryToken) {
+  auto e = make(small_pool(l_, 32, 0));
+  GenerateRequest r = greedy({1, 300, 301}, 5);
+  r.sampling.temperature = 1.0f;  // even a random draw can only take the one token
+  auto only = std::make_shared<OneTokenConstraint>(77);
+  r.constraint = only;
+  GenerateRequest none = greedy({1, 300, 301}, 5);
+  none.constraint = std::make_shared<OneTokenConstraint>(-1);
+  auto a = e->submit(r);
+  auto b = e->submit(none);
+  ASSERT_TRUE(a.ok() && b.ok());
+  test::run_until_idle(*e);
+  Collected ca, cb;
+  test::collect(*a, ca);
+  test::collect(*b, cb);
+  EXPECT_EQ(ca.tokens, std::vector<int32_t>(5, 77));
+  EXPECT_EQ(only->accepted, 5);
+  EXPECT_EQ(*ca.finish, FinishReason::Length);
+  EXPECT_TRUE(cb.tokens.empty());
+  EXPECT_EQ(*cb.finish, FinishReason::Error);
+  EXPECT_NE(cb.error.find("the grammar allows no next token"), std::string::npos) << cb.error;
 }
 
 TEST_F(EngineTest, LogprobsDescribeTheRawDistribution) {

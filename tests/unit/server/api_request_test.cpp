@@ -610,13 +610,51 @@ TEST(ApiRequestUnsupported, AskingIsA400AndTheOffValuesPass) {
   expect_rejected(kChat, chat(R"("tool_choice":{"type":"function","function":{"name":"f"}})"), "tool_choice.function.name",
                   "not one of the tools");
   expect_rejected(kChat, chat(R"("function_call":{"name":"f"})"), "function_call");
-  expect_rejected(kChat, chat(R"("response_format":{"type":"json_object"})"), "response_format.type", "not supported");
-  expect_rejected(kChat, chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}})"),
-                  "response_format.type");
   expect_rejected(kChat, chat(R"("response_format":{})"), "response_format.type");
   expect_rejected(kChat, chat(R"("response_format":"json")"), "response_format", "must be an object");
-  expect_rejected(kChat, chat(R"("guided_json":{"type":"object"})"), "guided_json", "not supported");
-  expect_rejected(kCompletions, completions(R"("guided_choice":["a","b"])"), "guided_choice");
+}
+
+TEST(ApiRequest, StructuredOutputFieldsCompileToAGrammar) {
+  const std::pair<ApiEndpoint, std::string> asks[] = {
+      {kChat, chat(R"("response_format":{"type":"json_object"})")},
+      {kChat, chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"},"strict":true}})")},
+      {kCompletions, completions(R"("json_schema":{"type":"array"})")},
+      {kCompletions, completions(R"("grammar":"root ::= [a-z]+")")},
+      {kChat, chat(R"("guided_json":{"type":"object"})")},
+      {kChat, chat(R"("guided_json":"{\"type\":\"string\"}")")},
+      {kCompletions, completions(R"("guided_regex":"\\d{3}")")},
+      {kCompletions, completions(R"("guided_choice":["a","b"])")},
+      {kCompletions, completions(R"("guided_grammar":"root ::= \"x\"")")},
+      {kCompletions, completions(R"("structured_outputs":{"choice":["a"]})")},
+  };
+  for (const auto& [ep, body] : asks) {
+    ApiParseResult r = parse_api_request(ep, body);
+    const auto* req = std::get_if<ApiRequest>(&r);
+    ASSERT_NE(req, nullptr) << body << ": " << std::get<http::ApiError>(r).message;
+    EXPECT_NE(req->grammar, nullptr) << body;
+    EXPECT_FALSE(req->grammar_param.empty()) << body;
+  }
+  ApiParseResult text = parse_api_request(kChat, chat(R"("response_format":{"type":"text"})"));
+  ASSERT_TRUE(std::holds_alternative<ApiRequest>(text));
+  EXPECT_EQ(std::get<ApiRequest>(text).grammar, nullptr);
+}
+
+TEST(ApiRequest, BadStructuredOutputIsRefusedByName) {
+  expect_rejected(kChat, chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","minimum":1}}})"),
+                  "response_format.json_schema.schema", "unsupported keyword 'minimum'");
+  expect_rejected(kChat, chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})"),
+                  "response_format.json_schema.schema", "must be a JSON schema object");
+  expect_rejected(kChat, chat(R"("response_format":{"type":"json_schema","json_schema":{"schema":{},"bogus":1}})"),
+                  "response_format.json_schema.bogus");
+  expect_rejected(kChat, chat(R"("response_format":{"type":"yaml"})"), "response_format.type");
+  expect_rejected(kCompletions, completions(R"("grammar":"root ::= item")"), "grammar", "rule 'item' is used but not defined");
+  expect_rejected(kCompletions, completions(R"("grammar":7)"), "grammar", "must be a string");
+  expect_rejected(kCompletions, completions(R"("guided_regex":"(a")"), "guided_regex", "'(' without ')'");
+  expect_rejected(kCompletions, completions(R"("guided_choice":[])"), "guided_choice", "non-empty array of strings");
+  expect_rejected(kCompletions, completions(R"("guided_json":"{nope")"), "guided_json", "not JSON text");
+  expect_rejected(kCompletions, completions(R"("structured_outputs":{"xml":"a"})"), "structured_outputs.xml");
+  expect_rejected(kCompletions, completions(R"("guided_regex":"a","grammar":"root ::= \"a\"")"), "guided_regex",
+                  "both ask for structured output");
 }
 
 // ---- a real client ----

@@ -25,6 +25,10 @@ const std::vector<std::pair<std::string, Json>> kHonoured = {
     {"parallel_tool_calls", false}, {"min_tokens", 3},
     // No-ops at these values: the one tier.
     {"service_tier", "auto"}, {"store", false},
+    // Structured output.
+    {"response_format", {{"type", "json_object"}}}, {"json_schema", {{"type", "object"}}}, {"grammar", "root ::= \"x\""},
+    {"guided_json", {{"type", "object"}}}, {"guided_regex", "a+"}, {"guided_choice", Json::array({"a"})},
+    {"guided_grammar", "root ::= \"x\""}, {"structured_outputs", {{"regex", "a"}}},
 };
 // Chat's own, and completions' own.
 const std::vector<std::pair<std::string, Json>> kHonouredChat = {

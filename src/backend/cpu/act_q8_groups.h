@@ -117,6 +117,17 @@ inline __m256i dot_vnni(const __m256i (&w)[4], const uint8_t* a, int corr_offset
   return acc;
 }
 
+// The AVX2 dot product of a group of signed weights w (|w| in w_abs) with prepared group a:
+// vpsignb puts each weight's sign on its activation, so vpmaddubsw multiplies |w| (u8) by
+// +-x (s8), exactly (Q8_0 and IQ4_NL).
+inline __m256i dot_signed_avx2(const __m256i (&w)[4], const __m256i (&w_abs)[4], const uint8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[4];
+  for (int k = 0; k < 4; ++k)
+    s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs[k], _mm256_sign_epi8(loadu(a + 32 * k), w[k])), ones);
+  return _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
+}
+
 // The lane scales of a group from its blocks' fp16 scales (zero for blocks past n).
 template <class G>
 inline void lane_scales(const uint8_t* first_block, int stride, int n, const float* f16, float* out) {

@@ -59,11 +59,7 @@ struct Q8_0Group : GroupLayout<Vec256, kVnni ? 160 : 128> {
     if constexpr (kVnni) {
       return dot_vnni(r.w, a, kCorrOffset);
     } else {
-      const __m256i ones = _mm256_set1_epi16(1);
-      __m256i s[4];
-      for (int k = 0; k < 4; ++k)
-        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(r.a[k], _mm256_sign_epi8(loadu(a + 32 * k), r.w[k])), ones);
-      return _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
+      return dot_signed_avx2(r.w, r.a, a);
     }
   }
   static __m256 dw_lanes(const uint8_t* g, const float* f16) {

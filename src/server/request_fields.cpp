@@ -128,11 +128,13 @@ std::optional<http::ApiError> read_request_extras(ApiEndpoint endpoint, const Re
   if (unknown.empty()) return std::nullopt;
   // Sorted, so that the field named does not depend on hashing; the first few are listed.
   std::sort(unknown.begin(), unknown.end());
+  // A field named "" is named by its quotes: an error's param is never empty.
+  auto field = [](std::string_view name) { return name.empty() ? std::string("\"\"") : one_line(name); };
   std::string also;
-  for (size_t i = 1; i < unknown.size() && i < 4; ++i) also += cat(i == 1 ? " (also " : ", ", one_line(unknown[i]));
+  for (size_t i = 1; i < unknown.size() && i < 4; ++i) also += cat(i == 1 ? " (also " : ", ", field(unknown[i]));
   if (!also.empty()) also += unknown.size() > 4 ? ", ...)" : ")";
-  return refuse(one_line(unknown[0]), cat("is not a field of ", path_of(endpoint), " here", also,
-                                ": it would be ignored, so it is refused"));
+  return refuse(field(unknown[0]), cat("is not a field of ", path_of(endpoint), " here", also,
+                                       ": it would be ignored, so it is refused"));
 }
 
 }  // namespace th::server

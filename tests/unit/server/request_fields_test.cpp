@@ -149,6 +149,14 @@ TEST(RequestFields, AnUnknownNameIsEchoedOnOneLine) {
   EXPECT_NE(e.message.find("zzz..."), std::string::npos) << e.message;
   EXPECT_LT(e.message.size(), 200u) << e.message;
 }
+
+// A field named "" is named by its quotes, never by an empty param (api_request_fuzz found it).
+TEST(RequestFields, AnEmptyNameIsNamedByItsQuotes) {
+  ApiParseResult r = parse_api_request(ApiEndpoint::Completions, R"({"prompt":"x","":1})");
+  ASSERT_TRUE(std::holds_alternative<http::ApiError>(r));
+  EXPECT_EQ(std::get<http::ApiError>(r).param, "\"\"") << std::get<http::ApiError>(r).message;
+}
+
 TEST(RequestFields, OffValuesOfTheRefusedPass) {
   for (const char* body : {R"({"prompt":"x","chat_template_kwargs":{}})",
                            R"({"prompt":"x","prompt_logprobs":null})", R"({"prompt":"x","include_stop_str_in_output":false})"}) {

@@ -100,14 +100,7 @@ void gemm_bf16_dot(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r
                    size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
   constexpr int kR = 4, kT = 4;
   static constexpr TileTable<TileFn, kR, kT, Bf16Tiles> table;
-  for (int64_t r = r0; r < r1; r += kR) {
-    const int nr = static_cast<int>(min64(kR, r1 - r));
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kT) {
-      const int nt = static_cast<int>(min64(kT, n_tokens - t0));
-      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, act + t0 * act_row_bytes, act_row_bytes, cols,
-                               y + t0 * y_stride + r, y_stride);
-    }
-  }
+  run_tiles<kR, kT>(table, w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
 }
 
 // The low and high bytes of the bf16 of each E4M3 magnitude code 0..127 (exact: at most four
@@ -188,14 +181,7 @@ void gemm_fp8_dot(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0
                   size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
   constexpr int kR = 4, kT = 4;
   static constexpr TileTable<TileFn, kR, kT, Fp8DotTiles> table;
-  for (int64_t r = r0; r < r1; r += kR) {
-    const int nr = static_cast<int>(min64(kR, r1 - r));
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kT) {
-      const int nt = static_cast<int>(min64(kT, n_tokens - t0));
-      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, act + t0 * act_row_bytes, act_row_bytes, cols,
-                               y + t0 * y_stride + r, y_stride);
-    }
-  }
+  run_tiles<kR, kT>(table, w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
 }
 
 }  // namespace

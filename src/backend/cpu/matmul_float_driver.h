@@ -113,14 +113,7 @@ void gemm_float(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, 
     return;
   }
   static constexpr TileTable<FloatTileFn, kR, kT, Tiles> table;
-  for (int64_t r = r0; r < r1; r += kR) {
-    const int nr = static_cast<int>(min64(kR, r1 - r));
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kT) {
-      const int nt = static_cast<int>(min64(kT, n_tokens - t0));
-      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, act + t0 * act_row_bytes, act_row_bytes, cols,
-                               y + t0 * y_stride + r, y_stride);
-    }
-  }
+  run_tiles<kR, kT>(table, w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
 }
 
 // The kernel object of weights of kType on V's ISA.

@@ -9,6 +9,7 @@
 // unnamed namespace, as in those drivers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace th::cpu {
@@ -30,6 +31,22 @@ struct TileTable {
 };
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/// Rows [r0, r1) by n_tokens tokens, kR x kT tiles at a time and the edges through the
+/// smaller ones, for tiles called as fn(w, w_row_bytes, act, act_row_bytes, cols, y,
+/// y_stride) at their first row and token (the float and bf16 families).
+template <int kR, int kT, class Table>
+void run_tiles(const Table& table, const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+               const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  for (int64_t r = r0; r < r1; r += kR) {
+    const int nr = static_cast<int>(min64(kR, r1 - r));
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kT) {
+      const int nt = static_cast<int>(min64(kT, n_tokens - t0));
+      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, act + t0 * act_row_bytes, act_row_bytes, cols,
+                               y + t0 * y_stride + r, y_stride);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace th::cpu

@@ -38,8 +38,11 @@ fi
 
 mkdir -p "$build"
 echo "fuzz.sh: building ${targets[*]} in $build"
+# -O1 -gline-tables-only: how OSS-Fuzz builds its targets (a third faster to compile than -O2 -g).
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DTH_FUZZ=ON -DTH_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/cmake.log" 2>&1 \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" >"$build/cmake.log" 2>&1 \
   || { cat "$build/cmake.log" >&2; exit 1; }
 ninja -C "$build" -j"${TH_FUZZ_JOBS:-2}" "${targets[@]}" "${makers[@]}"
 

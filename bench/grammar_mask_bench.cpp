@@ -84,4 +84,57 @@ BENCHMARK(BM_GrammarMask)
     ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 32}})
     ->Unit(benchmark::kMicrosecond);
 
+// A whole generation of one document of the schema, as the engine runs it: every step
+// masks then accepts the token, each sequence with its own matcher from the start (so the
+// walks of sets met for the first time, and the masks kept for sets met again, both count).
+// The tokens: at each step the longest allowed token that goes on with the document.
+const char kDocument[] =
+    R"({"name": "Bob the builder, who fixes everything in the town", "age": 42, )"
+    R"("tags": ["red", "green", "a long tag with several words"], "ok": true})";
+
+std::vector<std::string> document_tokens(const Vocab& v) {
+  const std::string doc = kDocument;
+  grammar::Matcher m(schema_grammar());
+  std::vector<std::string> out;
+  std::vector<uint64_t> mask;
+  size_t done = 0;
+  while (done < doc.size()) {
+    m.allowed_tokens(*v.trie, mask);
+    size_t best = 0, best_len = 0;
+    for (size_t id = 0; id < v.pieces.size(); ++id)
+      if (((mask[id >> 6] >> (id & 63)) & 1) && v.pieces[id].size() > best_len && doc.compare(done, v.pieces[id].size(), v.pieces[id]) == 0)
+        best = id, best_len = v.pieces[id].size();
+    if (best_len == 0 || !m.accept(v.pieces[best])) return {};
+    out.push_back(v.pieces[best]);
+    done += best_len;
+  }
+  return out;
+}
+
+void BM_GrammarMaskGeneration(benchmark::State& state) {
+  const Vocab& v = vocab(static_cast<int>(state.range(0)));
+  const std::vector<std::string> tokens = v.trie ? document_tokens(v) : std::vector<std::string>{};
+  if (tokens.empty()) {
+    state.SkipWithError("vocabulary not found, or the document does not tokenize under the grammar");
+    return;
+  }
+  const size_t batch = static_cast<size_t>(state.range(1));
+  std::vector<uint64_t> mask;
+  for (auto _ : state) {
+    std::vector<grammar::Matcher> seqs(batch, grammar::Matcher(schema_grammar()));
+    for (const std::string& t : tokens)
+      for (grammar::Matcher& m : seqs) {
+        m.allowed_tokens(*v.trie, mask);
+        benchmark::DoNotOptimize(mask.data());
+        m.accept(t);
+      }
+  }
+  state.counters["steps"] = static_cast<double>(tokens.size());
+  // Seconds per decode step of the whole batch (each sequence masks once a step).
+  state.counters["per_step"] = benchmark::Counter(static_cast<double>(tokens.size()),
+                                                  benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+// Args: vocabulary (0: 32000, 1: 102400), batch.
+BENCHMARK(BM_GrammarMaskGeneration)->ArgsProduct({{0, 1}, {1, 32}})->Unit(benchmark::kMillisecond);
+
 }  // namespace

@@ -41,7 +41,7 @@ class SchemaCompiler {
   Result<std::string> compile() {
     TH_ASSIGN_OR_RETURN(std::string r, value(root_, "", 0));
     std::string out(kPrimitives);
-    out += "root ::= " + r + "\n";
+    out += o_.root + " ::= " + r + "\n";
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
   }

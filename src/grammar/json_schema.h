@@ -21,6 +21,7 @@ namespace th::grammar {
 struct SchemaOptions {
   bool strict = false;  // additionalProperties false unless the schema says otherwise
   int max_depth = 32;   // nested schemas
+  std::string root = "root";  // the rule the schema's value is; another name lets a caller wrap it
 };
 
 /// @brief GBNF text whose root matches exactly the JSON texts the compiler admits for

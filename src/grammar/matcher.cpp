@@ -127,6 +127,8 @@ void Matcher::start_over() {
   set_bytes_.clear();
   set_ids_.clear();
   steps_.clear();
+  masks_.clear();  // kept by set id, and the ids start over
+  mask_bytes_ = 0;
   Stacks fresh;
   std::vector<uint32_t> chain;
   for (uint32_t top : current) {
@@ -140,15 +142,32 @@ void Matcher::start_over() {
 }
 
 void Matcher::allowed_tokens(const TokenTrie& trie, std::vector<uint64_t>& allowed) {
-  allowed.assign((static_cast<size_t>(trie.n_vocab()) + 63) / 64, 0);
   if (nodes_.size() > kMaxNodes || sets_.size() > kMaxSets) start_over();
+  if (&trie != mask_trie_) {
+    masks_.clear();
+    mask_bytes_ = 0;
+    mask_trie_ = &trie;
+  }
+  if (auto kept = masks_.find(state_); kept != masks_.end()) {
+    allowed = kept->second;
+    return;
+  }
+  const size_t words = (static_cast<size_t>(trie.n_vocab()) + 63) / 64;
+  allowed.assign(words, 0);
+  visits_ = 0;
   walk(trie, trie.root(), state_, allowed);
+  if (visits_ >= kMemoVisits && mask_bytes_ + words * 8 <= kMaxMaskBytes && nodes_.size() <= kMaxNodes &&
+      sets_.size() <= kMaxSets) {  // a walk cut short by the caps is not kept
+    masks_.emplace(state_, allowed);
+    mask_bytes_ += words * 8;
+  }
 }
 
 void Matcher::walk(const TokenTrie& trie, const TokenTrie::Node& node, uint32_t set, std::vector<uint64_t>& allowed) {
   const ByteSet next = set_bytes_[set];  // a copy: step() may grow set_bytes_
   for (const TokenTrie::Node& child : trie.children(node)) {
     if (!next.has(child.byte)) continue;
+    ++visits_;
     const uint32_t to = step(set, child.byte);
     if (to == kDead) continue;
     for (int32_t id : trie.tokens(child)) allowed[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);

@@ -29,6 +29,11 @@ class Matcher {
   /// current state (and a single trie walk that gets there allows no more tokens).
   static constexpr size_t kMaxNodes = size_t{1} << 20;
   static constexpr size_t kMaxSets = size_t{1} << 12;  // their step tables: 1 KiB each, 4 MiB a sequence at most
+  /// @brief A mask whose trie walk visited at least kMemoVisits nodes is kept for its set
+  /// (inside a JSON string the walk visits nearly the whole trie, 1-5 ms, and the same set
+  /// comes back token after token), up to kMaxMaskBytes of masks a sequence.
+  static constexpr size_t kMemoVisits = 4096;
+  static constexpr size_t kMaxMaskBytes = size_t{2} << 20;
 
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
 
@@ -42,8 +47,11 @@ class Matcher {
   /// @brief Some byte may still come.
   bool can_continue() const;
   /// @brief Sets bit t (word t / 64) of `allowed`, which has trie.n_vocab() bits and is
-  /// cleared first, for every token t whose bytes the grammar accepts next.
+  /// cleared first, for every token t whose bytes the grammar accepts next. A matcher is
+  /// meant for one trie: its kept masks are dropped when another comes.
   void allowed_tokens(const TokenTrie& trie, std::vector<uint64_t>& allowed);
+  /// @brief Masks kept for sets met again (see kMemoVisits).
+  size_t kept_masks() const { return masks_.size(); }
 
  private:
   struct Node {
@@ -68,6 +76,10 @@ class Matcher {
   std::map<Stacks, uint32_t> set_ids_;
   std::vector<uint32_t> steps_;  // [set * 256 + byte] -> set, kDead, or not computed yet
   uint32_t state_ = 0;                               // the current set
+  std::unordered_map<uint32_t, std::vector<uint64_t>> masks_;  // set -> its allowed tokens
+  const TokenTrie* mask_trie_ = nullptr;                       // the trie masks_ are for
+  size_t mask_bytes_ = 0;
+  size_t visits_ = 0;                                          // trie nodes the last walk visited
   bool overflow_ = false;
   std::vector<Node> work_;  // expand()'s to-do list
 };

@@ -54,4 +54,18 @@ const std::string& ResponseWriter::request_id() const {
   return handle_ ? handle_->exchange->request_id() : kNone;
 }
 
+size_t sse_event_bytes(std::string_view data) {
+  size_t lines = 1, payload = data.size();
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != '\r' && data[i] != '\n') continue;
+    ++lines;
+    --payload;
+    if (data[i] == '\r' && i + 1 < data.size() && data[i + 1] == '\n') {
+      ++i;
+      --payload;
+    }
+  }
+  return payload + lines * 7 + 1;
+}
+
 }  // namespace th::http

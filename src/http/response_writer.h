@@ -60,4 +60,8 @@ class ResponseWriter {
   std::shared_ptr<Handle> handle_;
 };
 
+/// @brief The body bytes send_event writes for `data`: "data: " and '\n' per line (CR, LF or
+/// CRLF end one), then the blank line. A one-line event: its size + 8.
+size_t sse_event_bytes(std::string_view data);
+
 }  // namespace th::http

@@ -21,6 +21,7 @@
 #include "server/choice_text.h"
 #include "server/embeddings_api.h"
 #include "server/grammar_constraint.h"
+#include "server/structured_output.h"
 #include "server/openai_format.h"
 #include "server/prompt_tokens.h"
 #include "server/serving_metrics.h"
@@ -68,22 +69,6 @@ struct Mailbox {
     cv.notify_one();
   }
 };
-
-// The body bytes ResponseExchange::send_event writes for `data`: "data: " and '\n' per
-// line (CR, LF or CRLF end one), then the blank line. A one-line event: its size + 8.
-size_t sse_event_bytes(std::string_view data) {
-  size_t lines = 1, payload = data.size();
-  for (size_t i = 0; i < data.size(); ++i) {
-    if (data[i] != '\r' && data[i] != '\n') continue;
-    ++lines;
-    --payload;
-    if (data[i] == '\r' && i + 1 < data.size() && data[i + 1] == '\n') {
-      ++i;
-      --payload;
-    }
-  }
-  return payload + lines * 7 + 1;
-}
 
 // More than one Authorization header: which one counts would be the server's guess (and a
 // proxy in front may have judged the other), so the request is refused.
@@ -330,12 +315,19 @@ void ApiService::Impl::start_call(const std::shared_ptr<Call>& cp) {
     if (options.metrics) options.metrics->record_rejected("invalid");
     return;
   }
+  if (c.req.tools.active()) {
+    c.tool_format = tool_format;
+    if (std::optional<http::ApiError> e = enforce_tool_choice(c.req, tool_format)) {
+      fail(c, 400, std::move(*e));
+      if (options.metrics) options.metrics->record_rejected("invalid");
+      return;
+    }
+  }
   if (std::optional<Refusal> no = admission.admit(c, pending.load(), Clock::now())) {
     refuse(c, std::move(*no));
     return;
   }
   c.seed = c.req.seed_given ? c.req.sampling.seed : rng() >> 1;
-  if (c.req.tools.active()) c.tool_format = tool_format;
   if (!submit(c, param)) return;
   c.submitted = true;
   if (!c.req.stream) return;
@@ -437,7 +429,7 @@ void ApiService::Impl::emit(Call& c, Choice& ch) {
 }
 
 void ApiService::Impl::send_event(Call& c, std::string_view data) {
-  if (c.writer.send_event(data)) c.bytes_out += static_cast<int64_t>(sse_event_bytes(data));
+  if (c.writer.send_event(data)) c.bytes_out += static_cast<int64_t>(http::sse_event_bytes(data));
 }
 
 PieceOf ApiService::Impl::piece_of() const {
@@ -666,9 +658,10 @@ void ApiService::attach(Engine& engine, const Tokenizer& tokenizer, const ChatTe
   impl_->chat = &chat_template;
   impl_->tool_format = detect_tool_call_format(chat_template.source());
   impl_->tool_markers = tool_marker_ids(impl_->tool_format, tokenizer);
-  impl_->embeddings = std::make_unique<EmbeddingService>(engine, tokenizer, pooling, engine.hidden_size(),
-      impl_->options.model_name, impl_->options.limits, impl_->options.max_pending,
-      [o = &impl_->options](const CallRecord& r) { write_record(r, o->access_log, o->audit); });
+  EmbeddingServiceOptions e{impl_->options.model_name, impl_->options.limits, impl_->options.max_pending,
+                            [o = &impl_->options](const CallRecord& r) { write_record(r, o->access_log, o->audit); },
+                            impl_->options.metrics, impl_->options.rate_limiter};
+  impl_->embeddings = std::make_unique<EmbeddingService>(engine, tokenizer, pooling, engine.hidden_size(), std::move(e));
   impl_->state.store(Impl::kReady, std::memory_order_release);
 }
 

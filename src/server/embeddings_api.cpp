@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "server/rate_limiter.h"
+#include "server/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace th::server {
@@ -167,6 +169,10 @@ Json embeddings_body(const std::vector<std::vector<float>>& vectors, bool base64
 
 // ---------------------------------------------------------------------------
 
+namespace {
+std::string input_param(const EmbeddingsRequest& q, size_t i) { return q.inputs.size() == 1 ? std::string("input") : cat("input[", i, "]"); }
+}  // namespace
+
 struct EmbeddingService::Impl {
   struct Job {
     http::ResponseWriter writer;
@@ -174,6 +180,7 @@ struct EmbeddingService::Impl {
     std::chrono::steady_clock::time_point received;
     std::vector<std::string> prompt_texts;  // for the audit digest: texts, or token ids' bytes
     std::vector<RequestStream> streams;
+    std::vector<bool> finished;  // per stream: its final event came (its metrics recorded)
     std::vector<std::vector<float>> vectors;
     size_t done = 0;
     bool base64 = false;
@@ -184,14 +191,11 @@ struct EmbeddingService::Impl {
 
   Engine* engine;
   const Tokenizer* tok;
-  int64_t max_pending = 0;
+  EmbeddingServiceOptions o;
   std::atomic<int64_t> pending{0};    // inputs in the engine
   std::atomic<int64_t> in_flight{0};  // requests not yet answered
   Pooling pooling;
   int64_t hidden_size;
-  std::string model_name;
-  ApiRequestLimits limits;
-  std::function<void(const CallRecord&)> log;
 
   std::mutex m;
   std::condition_variable cv;
@@ -223,12 +227,15 @@ struct EmbeddingService::Impl {
       for (auto it = jobs.begin(); it != jobs.end();) {
         Job& j = **it;
         if (!j.gone) collect(j);
-        if (j.gone && log) {
+        if (j.gone && o.metrics)  // as a generation's cancelled choices: the engine ends them now
+          for (size_t i = 0; i < j.streams.size(); ++i)
+            if (!j.finished[i]) o.metrics->record_request(j.streams[i].metrics(), FinishReason::Cancelled);
+        if (j.gone && o.log) {
           j.record.time = std::chrono::system_clock::now();
           j.record.outcome = "cancelled";
           j.record.finish_reason = "cancelled";
           j.record.prompt_tokens = j.prompt_tokens;
-          log(j.record);  // status 0: logged as 499
+          o.log(j.record);  // status 0: logged as 499
         }
         if (j.gone || j.done == j.streams.size()) {
           pending.fetch_sub(static_cast<int64_t>(j.streams.size()));
@@ -246,6 +253,8 @@ struct EmbeddingService::Impl {
       while (std::optional<TokenEvent> e = j.streams[i].try_next()) {
         if (!e->finish) continue;
         ++j.done;
+        j.finished[i] = true;
+        if (o.metrics) o.metrics->record_request(j.streams[i].metrics(), *e->finish);
         if (*e->finish == FinishReason::Stop && !e->embedding.empty()) j.vectors[i] = std::move(e->embedding);
         else if (j.error.empty()) j.error = e->error.empty() ? "the engine did not finish this input" : e->error;
       }
@@ -258,7 +267,7 @@ struct EmbeddingService::Impl {
       for (std::vector<float>& v : j.vectors) l2_normalize(v);
       r.status = 200;
       r.set_header("Content-Type", "application/json");
-      r.body = http::json_text(embeddings_body(j.vectors, j.base64, model_name, j.prompt_tokens));
+      r.body = http::json_text(embeddings_body(j.vectors, j.base64, o.model_name, j.prompt_tokens));
     }
     CallRecord& rec = j.record;
     rec.time = std::chrono::system_clock::now();
@@ -272,22 +281,18 @@ struct EmbeddingService::Impl {
     rec.output_sha256 = audit::audit_texts_digest(outputs);
     const int64_t bytes = static_cast<int64_t>(r.body.size());
     if (j.writer.send(std::move(r))) rec.bytes_out = bytes;
-    if (log) log(rec);
+    if (o.log) o.log(rec);
   }
 };
 
 EmbeddingService::EmbeddingService(Engine& engine, const Tokenizer& tok, Pooling pooling, int64_t hidden_size,
-                                   std::string model_name, ApiRequestLimits limits, int64_t max_pending,
-                                   std::function<void(const CallRecord&)> log)
+                                   EmbeddingServiceOptions options)
     : impl_(std::make_shared<Impl>()) {
-  impl_->log = std::move(log);
-  impl_->max_pending = max_pending;
+  impl_->o = std::move(options);
   impl_->engine = &engine;
   impl_->tok = &tok;
   impl_->pooling = pooling;
   impl_->hidden_size = hidden_size;
-  impl_->model_name = std::move(model_name);
-  impl_->limits = limits;
   Impl* impl = impl_.get();
   impl_->collector = std::thread([impl] {
     pthread_setname_np(pthread_self(), "th-embeddings");
@@ -313,18 +318,19 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
     const int status = answer.status;
     const int64_t bytes = static_cast<int64_t>(answer.body.size());
     const bool sent = w.send(std::move(answer));
-    if (impl_->log)
-      impl_->log(refusal_record(r.id, r.method, r.path, r.peer, key, impl_->model_name, status, reason, sent ? bytes : 0));
+    if (impl_->o.metrics) impl_->o.metrics->record_rejected(reason);
+    if (impl_->o.log)
+      impl_->o.log(refusal_record(r.id, r.method, r.path, r.peer, key, impl_->o.model_name, status, reason, sent ? bytes : 0));
   };
-  std::variant<EmbeddingsRequest, http::ApiError> parsed = parse_embeddings_request(r.body, impl_->limits);
+  std::variant<EmbeddingsRequest, http::ApiError> parsed = parse_embeddings_request(r.body, impl_->o.limits);
   if (auto* e = std::get_if<http::ApiError>(&parsed)) {
     refuse(http::error_response(400, std::move(*e)), "invalid");
     return;
   }
   const EmbeddingsRequest& q = std::get<EmbeddingsRequest>(parsed);
-  if (!q.model.empty() && q.model != impl_->model_name) {
+  if (!q.model.empty() && q.model != impl_->o.model_name) {
     refuse(http::error_response(404, http::ApiError{cat("The model `", q.model, "` does not exist (this server serves `",
-                                                        impl_->model_name, "`)"),
+                                                        impl_->o.model_name, "`)"),
                                                     "", std::string("model"), std::string("model_not_found")}),
            "invalid");
     return;
@@ -337,16 +343,16 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
   }
   // As generation choices are: at most max_pending inputs in the engine, else 429.
   const int64_t n = static_cast<int64_t>(q.inputs.size());
-  if (n > impl_->max_pending) {
-    refuse(http::error_response(400, bad("input", cat("holds ", n, " inputs; this server takes at most ", impl_->max_pending,
+  if (n > impl_->o.max_pending) {
+    refuse(http::error_response(400, bad("input", cat("holds ", n, " inputs; this server takes at most ", impl_->o.max_pending,
                                                       " at once (--max-pending)"))),
            "invalid");
     return;
   }
-  if (impl_->pending.fetch_add(n) + n > impl_->max_pending) {
+  if (impl_->pending.fetch_add(n) + n > impl_->o.max_pending) {
     impl_->pending.fetch_sub(n);
     http::HttpResponse busy = http::error_response(
-        429, http::ApiError{cat("the server is busy: more than ", impl_->max_pending, " inputs would be in progress; retry shortly"),
+        429, http::ApiError{cat("the server is busy: more than ", impl_->o.max_pending, " inputs would be in progress; retry shortly"),
                             "", std::nullopt, std::string("queue_full")});
     http::set_retry_after(busy, std::chrono::seconds(1));
     refuse(std::move(busy), "queue_full");
@@ -362,35 +368,52 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
   } claim{impl_.get(), n};
   auto job = std::make_shared<Impl::Job>();
   job->received = std::chrono::steady_clock::now();
-  job->record = refusal_record(r.id, r.method, r.path, r.peer, key, impl_->model_name, 0, "", 0);
+  job->record = refusal_record(r.id, r.method, r.path, r.peer, key, impl_->o.model_name, 0, "", 0);
   job->base64 = q.base64;
   job->vectors.resize(q.inputs.size());
-  std::shared_ptr<Impl> impl = impl_;
+  std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const ApiPrompt& in = q.inputs[i];
-    const std::string param = q.inputs.size() == 1 ? std::string("input") : cat("input[", i, "]");
-    GenerateRequest g;
-    g.prompt = in.is_tokens ? in.tokens : impl_->tok->encode(in.text, /*add_special=*/true, /*parse_special=*/true);
-    for (int32_t id : g.prompt)
+    prompts.push_back(in.is_tokens ? in.tokens : impl_->tok->encode(in.text, /*add_special=*/true, /*parse_special=*/true));
+    for (int32_t id : prompts.back())
       if (id >= impl_->tok->n_vocab()) {
-        refuse(http::error_response(400, bad(param, cat("holds token ", id, ", outside the vocabulary of ", impl_->tok->n_vocab()))),
+        refuse(http::error_response(400, bad(input_param(q, i), cat("holds token ", id, ", outside the vocabulary of ",
+                                                                    impl_->tok->n_vocab()))),
                "invalid");
-        return;  // job's streams (if any) are dropped: cancelled
+        return;
       }
     job->prompt_texts.push_back(in.is_tokens ? std::string(reinterpret_cast<const char*>(in.tokens.data()), in.tokens.size() * 4)
                                              : in.text);
+    job->prompt_tokens += static_cast<int64_t>(prompts.back().size());
+  }
+  if (key && impl_->o.rate_limiter) {  // the exact cost is known: nothing to settle later
+    RateLimiter::Decision d = impl_->o.rate_limiter->admit(*key, job->prompt_tokens, std::chrono::steady_clock::now());
+    if (!d.allowed) {
+      http::HttpResponse limited = http::error_response(
+          429, http::ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
+                                  d.retry_after.count(), " s"),
+                              "", std::nullopt, std::string("rate_limit_exceeded")});
+      http::set_retry_after(limited, d.retry_after);
+      refuse(std::move(limited), "rate_limited");
+      return;
+    }
+  }
+  std::shared_ptr<Impl> impl = impl_;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateRequest g;
+    g.prompt = std::move(prompts[i]);
     g.pooling = impl_->pooling;
     g.tenant = tenant;
-    job->prompt_tokens += static_cast<int64_t>(g.prompt.size());
     Result<RequestStream> s = impl_->engine->submit(std::move(g), [impl] { impl->wake(); });
     if (!s.ok()) {
       std::string why = s.message();
       if (why.rfind("request: ", 0) == 0) why.erase(0, 9);
-      refuse(http::error_response(400, bad(param, cat("cannot be embedded: ", why))), "invalid");
-      return;
+      refuse(http::error_response(400, bad(input_param(q, i), cat("cannot be embedded: ", why))), "invalid");
+      return;  // job's streams (if any) are dropped: cancelled
     }
     job->streams.push_back(std::move(*s));
   }
+  job->finished.assign(job->streams.size(), false);
   job->writer = w;
   std::weak_ptr<Impl::Job> weak = job;
   w.on_close([impl, weak] {

@@ -60,13 +60,24 @@ nlohmann::ordered_json embeddings_body(const std::vector<std::vector<float>>& ve
 /// parses, tokenizes and submits (no waiting); a thread of its own collects each request's
 /// vectors when the engine's events arrive and sends the answer. A client that goes away
 /// cancels its requests in the engine.
+class ServingMetrics;
+class RateLimiter;
+
+struct EmbeddingServiceOptions {
+  std::string model_name;
+  ApiRequestLimits limits;
+  int64_t max_pending = 256;                    // inputs in the engine at once; past it, 429
+  std::function<void(const CallRecord&)> log;   // each request's record when answered (may be empty)
+  ServingMetrics* metrics = nullptr;             // each input counts as an engine request; refusals by reason
+  RateLimiter* rate_limiter = nullptr;           // a key's requests and tokens per minute, as generations'
+};
+
 class EmbeddingService {
  public:
-  /// `max_pending`: inputs in the engine at once; a request that would pass it gets 429.
-  /// `log` (may be empty) gets each request's record when it is answered (the access and
-  /// audit logs' line, as a generation's).
-  EmbeddingService(Engine& engine, const Tokenizer& tok, Pooling pooling, int64_t hidden_size, std::string model_name,
-                   ApiRequestLimits limits, int64_t max_pending, std::function<void(const CallRecord&)> log);
+  /// The access and audit logs' line for a request (`log`) is a generation's; with keys, a
+  /// request costs 1 request and its prompt tokens from the key's rate limits (429 with
+  /// Retry-After past them, as a generation).
+  EmbeddingService(Engine& engine, const Tokenizer& tok, Pooling pooling, int64_t hidden_size, EmbeddingServiceOptions options);
   /// @brief Cancels what is still running and stops the thread.
   ~EmbeddingService();
   EmbeddingService(const EmbeddingService&) = delete;

@@ -2,11 +2,13 @@
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_grammar.h"
+#include "server/tool_request.h"
 
 namespace th::server {
 
@@ -152,6 +154,19 @@ std::optional<http::ApiError> read_structured_output(const RequestFields& fields
     return refuse(asks[1].param, cat("and ", asks[0].param, " both ask for structured output: give one of them"));
   if (asks.empty()) return std::nullopt;
   return compile(asks[0], r);
+}
+
+std::optional<http::ApiError> enforce_tool_choice(ApiRequest& r, ToolCallFormat format) {
+  auto gbnf = tool_call_gbnf(r.tools, format);
+  if (auto* e = std::get_if<http::ApiError>(&gbnf)) return *e;
+  const std::optional<std::string>& text = std::get<std::optional<std::string>>(gbnf);
+  if (!text) return std::nullopt;
+  if (r.grammar) return refuse("tool_choice", cat("demands a tool call, which ", r.grammar_param, " cannot also constrain: give one of them"));
+  Result<grammar::Grammar> g = grammar::parse_gbnf(*text);
+  if (!g.ok()) return refuse("tool_choice", cat("cannot be enforced: ", g.message()));
+  r.grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
+  r.grammar_param = "tool_choice";
+  return std::nullopt;
 }
 
 }  // namespace th::server

@@ -13,6 +13,7 @@
 #include "http/http_response.h"
 #include "server/api_request.h"
 #include "server/request_fields.h"
+#include "server/tool_call_parser.h"
 
 namespace th::server {
 
@@ -22,5 +23,11 @@ inline constexpr std::string_view kStructuredOutputFields[] = {
 
 /// @brief Sets r.grammar and r.grammar_param from whichever field asks for structured output.
 std::optional<http::ApiError> read_structured_output(const RequestFields& fields, ApiRequest& r);
+
+/// @brief tool_choice "required" or a named function, enforced: r.grammar becomes the calls'
+/// grammar in the served template's `format` (tool_request.h's tool_call_gbnf), with
+/// grammar_param "tool_choice". Nothing for auto and none. A 400 when the request also asks
+/// for structured output (the output is the calls, not a document of that schema).
+std::optional<http::ApiError> enforce_tool_choice(ApiRequest& r, ToolCallFormat format);
 
 }  // namespace th::server

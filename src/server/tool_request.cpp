@@ -3,6 +3,7 @@
 #include <cctype>
 #include <unordered_set>
 
+#include "grammar/json_schema.h"
 #include "server/api_request.h"
 
 namespace th::server {
@@ -131,21 +132,56 @@ std::optional<http::ApiError> read_tool_fields(const Json* tools, const Json* to
   return std::nullopt;
 }
 
-std::optional<Json> tool_call_schema(const ToolRequest& r) {
+std::optional<Json> tool_call_schema(const ToolRequest& r, const std::string& args_key) {
   if (!r.active() || r.choice == ToolChoice::Auto) return std::nullopt;
-  auto call_schema = [](const Json& fn) {
+  auto call_schema = [&](const Json& fn) {
     Json params = fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"] : Json{{"type", "object"}};
     return Json{{"type", "object"},
-                {"properties", {{"name", {{"const", fn["name"]}}}, {"arguments", std::move(params)}}},
-                {"required", {"name", "arguments"}},
+                {"properties", {{"name", {{"const", fn["name"]}}}, {args_key, std::move(params)}}},
+                {"required", {"name", args_key}},
                 {"additionalProperties", false}};
   };
   Json any = Json::array();
   for (const Json& t : r.tools)
     if (r.choice != ToolChoice::Named || t["function"]["name"] == r.named) any.push_back(call_schema(t["function"]));
-  Json one = any.size() == 1 ? any[0] : Json{{"anyOf", any}};
-  if (!r.parallel || r.choice == ToolChoice::Named) return one;
-  return Json{{"type", "array"}, {"items", std::move(one)}, {"minItems", 1}};
+  return any.size() == 1 ? any[0] : Json{{"anyOf", any}};
+}
+
+std::variant<std::optional<std::string>, http::ApiError> tool_call_gbnf(const ToolRequest& r, ToolCallFormat format) {
+  const std::string args_key = format == ToolCallFormat::Llama3 ? "parameters" : "arguments";
+  std::optional<Json> schema = tool_call_schema(r, args_key);
+  if (!schema) return std::optional<std::string>{};
+  grammar::SchemaOptions options;
+  options.root = "call";
+  options.strict = true;
+  for (const Json& t : r.tools)
+    if (r.choice != ToolChoice::Named || t["function"]["name"] == r.named)
+      options.strict = options.strict && t["function"].value("strict", false);
+  Result<std::string> call = grammar::json_schema_to_gbnf(*schema, options);
+  if (!call.ok()) {  // name the function whose parameters did not compile
+    for (size_t i = 0; i < r.tools.size(); ++i) {
+      const Json& fn = r.tools[i]["function"];
+      if (!fn.contains("parameters")) continue;
+      if (Result<std::string> one = grammar::json_schema_to_gbnf(fn["parameters"], options); !one.ok())
+        return bad(cat("tools[", i, "].function.parameters"), cat("cannot be enforced for tool_choice: ", one.message()));
+    }
+    return bad("tool_choice", cat("cannot be enforced: ", call.message()));
+  }
+  const bool many = r.parallel && r.choice == ToolChoice::Required;
+  std::string root;
+  switch (format) {
+    case ToolCallFormat::Hermes:
+      root = "tool-call ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= tool-call";
+      if (many) root += " (\"\\n\" tool-call)*";
+      break;
+    case ToolCallFormat::Llama3:  // one call: Llama 3.1's JSON format has no list of calls
+      root = "root ::= call";
+      break;
+    case ToolCallFormat::Mistral:
+      root = many ? "root ::= \"[TOOL_CALLS][\" call (\", \" call)* \"]\"" : "root ::= \"[TOOL_CALLS][\" call \"]\"";
+      break;
+  }
+  return std::optional<std::string>{*call + root + "\n"};
 }
 
 }  // namespace th::server

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <variant>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "http/http_response.h"
+#include "server/tool_call_parser.h"
 
 namespace th::server {
 
@@ -45,11 +47,17 @@ inline constexpr size_t kMaxToolNameBytes = 64;      // OpenAI's: [a-zA-Z0-9_-]{
 std::optional<http::ApiError> read_tool_fields(const nlohmann::ordered_json* tools, const nlohmann::ordered_json* tool_choice,
                                                nlohmann::ordered_json& messages, ToolRequest* out);
 
-/// @brief The hook for the grammar engine: the JSON schema that a call the request demands
-/// must match — for Named, {"name": const, "arguments": that function's parameters}; for
-/// Required, anyOf over the tools (an array of one or more when parallel); nullopt for Auto
-/// and None (nothing to enforce). The schema describes the call object; each format wraps it
-/// in its own markers (tool_call_parser.h).
-std::optional<nlohmann::ordered_json> tool_call_schema(const ToolRequest& r);
+/// @brief The JSON schema of one call the request demands: for Named, {"name": const, `args_key`:
+/// that function's parameters}; for Required, anyOf over the tools; nullopt for Auto and None
+/// (nothing to enforce). `args_key` is the format's ("arguments"; Llama 3's "parameters").
+std::optional<nlohmann::ordered_json> tool_call_schema(const ToolRequest& r, const std::string& args_key = "arguments");
+
+/// @brief The GBNF grammar a demanded call's output follows in `format` (Hermes: one or, with
+/// parallel_tool_calls, more `<tool_call>` blocks; Llama 3: one JSON call; Mistral:
+/// `[TOOL_CALLS]` and an array of one or more calls); nullopt when nothing is demanded. A
+/// function whose parameters the schema compiler refuses is a 400 naming
+/// "tools[i].function.parameters". Functions marked "strict" compile in strict mode
+/// (additionalProperties false unless said) when every callable one is.
+std::variant<std::optional<std::string>, http::ApiError> tool_call_gbnf(const ToolRequest& r, ToolCallFormat format);
 
 }  // namespace th::server

@@ -132,6 +132,26 @@ TEST_F(ServeApi, EveryLoadedComputeTypeAnswersTheSameGreedyPrompt) {
         << t << "\n" << metrics;
 }
 
+// Embeddings are engine requests like a generation's choices: each input counts in
+// tokenhive_requests_total and its prompt tokens, and a refused request in the rejections.
+TEST_F(ServeApi, EmbeddingsCountInTheMetrics) {
+  auto sample = [&](const std::string& name) {
+    const std::string metrics = request(port(), "GET", "/metrics").body;
+    const size_t at = metrics.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name << " missing from\n" << metrics;
+    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size() + 2));
+  };
+  const char* kStop = "tokenhive_requests_total{outcome=\"stop\"}";
+  const char* kInvalid = "tokenhive_requests_rejected_total{reason=\"invalid\"}";
+  const double stop = sample(kStop), prompt = sample("tokenhive_prompt_tokens_total"), invalid = sample(kInvalid);
+  HttpReply r = post(port(), "/v1/embeddings", {{"input", {"Once upon a time", "there was a dog", "named Max."}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(sample(kStop), stop + 3);
+  EXPECT_EQ(sample("tokenhive_prompt_tokens_total"), prompt + json::parse(r.body)["usage"]["prompt_tokens"].get<double>());
+  EXPECT_EQ(post(port(), "/v1/embeddings", {{"input", json::array()}}).status, 400);
+  EXPECT_EQ(sample(kInvalid), invalid + 1);
+}
+
 TEST_F(ServeApi, PromptContinuationAndEcho) {
   const std::string prompt = "Once upon a time, there was a little girl named Lily.";
   HttpReply r = post(port(), "/v1/completions",
@@ -732,6 +752,13 @@ TEST(ServeKeys, KeysTenantsLimitsAndTheAccessLog) {
   EXPECT_EQ(r.status, 429) << r.body;
   EXPECT_GE(std::stoi(r.header("retry-after")), 1);
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "rate_limit_exceeded");
+  // Embeddings draw on the same limits.
+  r = request(s.port(), "POST", "/v1/embeddings", json{{"input", "a dog"}}.dump(), "Authorization: Bearer sk-slow-0123456789abcdef\r\n");
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_GE(std::stoi(r.header("retry-after")), 1);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "rate_limit_exceeded");
+  r = request(s.port(), "POST", "/v1/embeddings", json{{"input", "a dog"}}.dump(), "Authorization: Bearer sk-beta-0123456789abcdef\r\n");
+  EXPECT_EQ(r.status, 200) << r.body;
 
   // The official client with a key, and its 401.
   test::ProcessResult node = test::run_process(

@@ -8,9 +8,11 @@
 //
 //   node tests/oracle/openai_tools_embeddings.mjs BASE_URL MODEL
 import assert from "node:assert/strict";
+import Ajv from "ajv";
 import OpenAI from "openai";
 
 const [baseURL, model] = process.argv.slice(2);
+const ajv = new Ajv({ strict: false, allErrors: true });
 const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
 
 async function check(name, fn) {
@@ -112,6 +114,55 @@ await check("the tool's answer goes back: assistant tool_calls and a tool messag
   let text = "";
   for await (const chunk of streamed) for (const c of chunk.choices) text += c.delta?.content ?? "";
   assert.equal(text, after.choices[0].message.content);
+});
+
+// tool_choice "required" and a named function are enforced with the grammar engine: the
+// tiny model, which never calls a tool by itself, calls one at every seed, and the arguments
+// validate under ajv against the function's parameters. (Bounded parameters, one call: the
+// grammar then ends the output within max_tokens.)
+const alarmTools = [
+  { type: "function", function: { name: "set_alarm", parameters: {
+      type: "object", properties: { hour: { type: "integer" }, am: { type: "boolean" } },
+      required: ["hour", "am"], additionalProperties: false } } },
+  { type: "function", function: { name: "set_volume", parameters: {
+      type: "object", properties: { level: { enum: ["low", "mid", "high"] } },
+      required: ["level"], additionalProperties: false } } },
+];
+const validators = Object.fromEntries(alarmTools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+function expectCall(choice, names, what) {
+  assert.equal(choice.finish_reason, "tool_calls", `${what}: ${JSON.stringify(choice)}`);
+  assert.equal(choice.message.tool_calls.length, 1, what);
+  const fn = choice.message.tool_calls[0].function;
+  assert.ok(names.includes(fn.name), `${what}: ${fn.name}`);
+  const v = validators[fn.name];
+  assert.ok(v(JSON.parse(fn.arguments)), `${what}: ${fn.arguments}: ${ajv.errorsText(v.errors)}`);
+  return fn.name;
+}
+
+await check("tool_choice named and required are enforced: every seed calls, arguments valid under ajv", async () => {
+  const named = { type: "function", function: { name: "set_alarm" } };
+  const seen = new Set();
+  for (let seed = 1; seed <= 6; seed++) {
+    const base = { model, messages: question, tools: alarmTools, seed, temperature: 1, max_tokens: 300, parallel_tool_calls: false };
+    const a = await client.chat.completions.create({ ...base, tool_choice: named });
+    expectCall(a.choices[0], ["set_alarm"], `named, seed ${seed}`);
+    const b = await client.chat.completions.create({ ...base, tool_choice: "required" });
+    seen.add(expectCall(b.choices[0], ["set_alarm", "set_volume"], `required, seed ${seed}`));
+  }
+  // Streamed: the client's own assembler gets the same call as the whole response.
+  const base = { model, messages: question, tools: alarmTools, seed: 3, temperature: 1, max_tokens: 300, tool_choice: named };
+  const whole = await client.chat.completions.create(base);
+  const stream = client.chat.completions.stream(base);
+  const streamed = await stream.finalChatCompletion();
+  assert.deepEqual(streamed.choices[0].message.tool_calls.map((c) => c.function),
+                   whole.choices[0].message.tool_calls.map((c) => c.function));
+  await assert.rejects(
+    client.chat.completions.create({ ...base, response_format: { type: "json_object" } }),
+    (e) => e.status === 400 && e.param === "tool_choice");
+  await assert.rejects(
+    client.chat.completions.create({ ...base, tools: [{ type: "function", function: { name: "set_alarm",
+      parameters: { type: "object", properties: { hour: { type: "integer", multipleOf: 2 } } } } }] }),
+    (e) => e.status === 400 && e.param === "tools[0].function.parameters");
 });
 
 await check("bad tools are a 400 naming the field", async () => {

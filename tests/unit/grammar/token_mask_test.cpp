@@ -79,6 +79,38 @@ TEST(TokenMask, EqualsBruteForceOnGpt2Vocab) {
   expect_mask_is_brute_force(pieces, test::compile("root ::= [^a-z]{1,3} \"x\""), {"", "\xE4", "\xE4\xB8", "\xE4\xB8\xAD"});
 }
 
+// One matcher along a whole generation keeps the masks of sets it meets again (inside a
+// string): each kept mask must be what a fresh matcher's walk gives at that point.
+TEST(TokenMask, KeptMasksEqualAFreshWalkAlongAGeneration) {
+  auto pieces = pieces_of("testdata/tokenizer/llamacpp/ggml-vocab-llama-spm.gguf");
+  ASSERT_EQ(pieces.size(), 32000u);
+  const TokenTrie trie(pieces);
+  const std::shared_ptr<const Grammar> g = test::compile(*json_schema_to_gbnf(nlohmann::ordered_json::parse(
+      R"({"type":"object","properties":{"story":{"type":"string"},"n":{"type":"integer"}},"required":["story","n"]})")));
+  const std::string doc = R"({"story": "once upon a time there was a little girl who liked to play outside", "n": 12})";
+  Matcher kept(g);
+  std::string done;
+  std::vector<uint64_t> mask, fresh_mask;
+  while (done.size() < doc.size()) {
+    kept.allowed_tokens(trie, mask);
+    Matcher fresh(g);
+    ASSERT_TRUE(fresh.accept(done));
+    fresh.allowed_tokens(trie, fresh_mask);
+    ASSERT_EQ(mask, fresh_mask) << "after '" << done << "'";
+    size_t best = 0, best_len = 0;  // the longest allowed token that goes on with the document
+    for (size_t id = 0; id < pieces.size(); ++id) {
+      const bool allowed = (mask[id >> 6] >> (id & 63)) & 1;
+      if (allowed && pieces[id].size() > best_len && doc.compare(done.size(), pieces[id].size(), pieces[id]) == 0)
+        best = id, best_len = pieces[id].size();
+    }
+    ASSERT_GT(best_len, 0u) << "no token goes on after '" << done << "'";
+    ASSERT_TRUE(kept.accept(pieces[best]));
+    done += pieces[best];
+  }
+  EXPECT_TRUE(kept.complete());
+  EXPECT_GE(kept.kept_masks(), 1u);  // the string's set, met at every word
+}
+
 TEST(TokenMask, TrieHoldsEveryNonEmptyToken) {
   const std::vector<std::string> pieces = {"a", "ab", "", "b", "ab", "abc"};
   const TokenTrie trie(pieces);

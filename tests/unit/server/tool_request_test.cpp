@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "grammar/gbnf_parser.h"
+#include "grammar/matcher.h"
 #include "server/openai_format.h"
 #include "server/tool_call_response.h"
 
@@ -82,20 +84,63 @@ TEST(ToolRequest, PastCallsAreReadyForTemplates) {
   refused(R"({"messages":[{"role":"tool","tool_call_id":5,"content":"x"}]})", "messages[0].tool_call_id");
 }
 
-TEST(ToolRequest, SchemaHookForTheGrammarEngine) {
+TEST(ToolRequest, CallSchemaForTheGrammarEngine) {
   EXPECT_FALSE(tool_call_schema(ok(chat("")).tools).has_value());  // auto: nothing to enforce
   EXPECT_FALSE(tool_call_schema(ok(chat(R"("tool_choice":"none")")).tools).has_value());
   const Json named = *tool_call_schema(ok(chat(R"("tool_choice":{"type":"function","function":{"name":"get_weather"}})")).tools);
   EXPECT_EQ(named["properties"]["name"]["const"], "get_weather");
   EXPECT_EQ(named["properties"]["arguments"]["required"], Json::array({"city"}));
   EXPECT_EQ(named["required"], Json::array({"name", "arguments"}));
-  const Json required = *tool_call_schema(ok(chat(R"("tool_choice":"required")")).tools);
-  EXPECT_EQ(required["type"], "array");
-  EXPECT_EQ(required["minItems"], 1);
-  EXPECT_EQ(required["items"]["anyOf"].size(), 2u);
-  EXPECT_EQ(required["items"]["anyOf"][1]["properties"]["arguments"], Json({{"type", "object"}}));
-  const Json one = *tool_call_schema(ok(chat(R"("tool_choice":"required","parallel_tool_calls":false)")).tools);
-  EXPECT_EQ(one["anyOf"].size(), 2u);
+  const Json required = *tool_call_schema(ok(chat(R"("tool_choice":"required")")).tools, "parameters");
+  EXPECT_EQ(required["anyOf"].size(), 2u);
+  EXPECT_EQ(required["anyOf"][1]["properties"]["parameters"], Json({{"type", "object"}}));
+}
+
+// The grammar of a demanded call, per format: exactly the calls the parser releases.
+bool grammar_takes(const std::string& body, ToolCallFormat f, std::string_view text) {
+  auto gbnf = tool_call_gbnf(ok(body).tools, f);
+  if (auto* e = std::get_if<http::ApiError>(&gbnf)) {
+    ADD_FAILURE() << e->message;
+    return false;
+  }
+  Result<grammar::Grammar> g = grammar::parse_gbnf(std::get<std::optional<std::string>>(gbnf).value_or(""));
+  EXPECT_TRUE(g.ok()) << g.message();
+  if (!g.ok()) return false;
+  grammar::Matcher m(std::make_shared<const grammar::Grammar>(std::move(g).value()));
+  return m.accept(text) && m.complete();
+}
+
+TEST(ToolRequest, DemandedCallsAreAGrammarInEachFormat) {
+  const std::string named = chat(R"("tool_choice":{"type":"function","function":{"name":"get_weather"}})");
+  const std::string required = chat(R"("tool_choice":"required")");
+  const std::string weather = R"({"name": "get_weather", "arguments": {"city": "Oslo"}})";
+  const std::string time = R"({"name": "get_time", "arguments": {}})";
+  EXPECT_TRUE(grammar_takes(named, ToolCallFormat::Hermes, "<tool_call>\n" + weather + "\n</tool_call>"));
+  EXPECT_FALSE(grammar_takes(named, ToolCallFormat::Hermes, "<tool_call>\n" + time + "\n</tool_call>"));
+  EXPECT_FALSE(grammar_takes(named, ToolCallFormat::Hermes, "Sure. <tool_call>\n" + weather + "\n</tool_call>"));
+  EXPECT_FALSE(grammar_takes(named, ToolCallFormat::Hermes, R"(<tool_call>
+{"name": "get_weather", "arguments": {}}
+</tool_call>)"));  // city is required
+  const std::string two = "<tool_call>\n" + weather + "\n</tool_call>\n<tool_call>\n" + time + "\n</tool_call>";
+  EXPECT_TRUE(grammar_takes(required, ToolCallFormat::Hermes, two));
+  EXPECT_FALSE(grammar_takes(chat(R"("tool_choice":"required","parallel_tool_calls":false)"), ToolCallFormat::Hermes, two));
+  EXPECT_TRUE(grammar_takes(required, ToolCallFormat::Mistral, "[TOOL_CALLS][" + weather + ", " + time + "]"));
+  EXPECT_TRUE(grammar_takes(named, ToolCallFormat::Mistral, "[TOOL_CALLS][" + weather + "]"));
+  EXPECT_TRUE(grammar_takes(named, ToolCallFormat::Llama3, R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"));
+  EXPECT_FALSE(grammar_takes(named, ToolCallFormat::Llama3, weather));  // Llama 3 says "parameters"
+  EXPECT_FALSE(std::get<std::optional<std::string>>(tool_call_gbnf(ok(chat("")).tools, ToolCallFormat::Hermes)).has_value());
+}
+
+TEST(ToolRequest, ParametersTheGrammarCannotEnforceAreNamed) {
+  const std::string body = R"({"messages":[{"role":"user","content":"hi"}],"tool_choice":"required","tools":[)"
+                           R"({"type":"function","function":{"name":"a"}},)"
+                           R"({"type":"function","function":{"name":"b","parameters":{"type":"object","properties":)"
+                           R"({"n":{"type":"integer","multipleOf":3}}}}}]})";
+  auto gbnf = tool_call_gbnf(ok(body).tools, ToolCallFormat::Hermes);
+  ASSERT_TRUE(std::holds_alternative<http::ApiError>(gbnf));
+  const http::ApiError& e = std::get<http::ApiError>(gbnf);
+  EXPECT_EQ(e.param.value_or(""), "tools[1].function.parameters");
+  EXPECT_NE(e.message.find("multipleOf"), std::string::npos) << e.message;
 }
 
 // A chat call whose model wrote `text`, answered whole and streamed.

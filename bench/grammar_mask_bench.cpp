@@ -1,6 +1,7 @@
 // Structured output's cost per step: the token mask of a JSON-schema grammar at a few
-// states, for a 32000-token vocabulary (Llama 2) and the largest in the shared test data
-// (DeepSeek LLM's, 102400 tokens: no 150k Qwen2 vocabulary is there), one mask per sequence:
+// states (each the first mask there: the walk), and over a whole generation (walks, then
+// masks kept for sets met again), for a 32000-token vocabulary (Llama 2), DeepSeek LLM's
+// 102400 and a 152657-token stand-in for Qwen2's (see vocab()), one mask per sequence:
 // batch 1 and batch 32. Compare with the decode step of the model served.
 //   build/micro_bench --benchmark_filter=GrammarMask
 #include <benchmark/benchmark.h>
@@ -27,15 +28,30 @@ struct Vocab {
   std::unique_ptr<grammar::TokenTrie> trie;
 };
 
+std::vector<std::string> pieces_of(const char* path) {
+  std::vector<std::string> pieces;
+  Result<GgufFile> f = GgufFile::open(std::string(TH_SHARED_DIR) + "/" + path);
+  if (!f.ok()) return pieces;
+  Result<Tokenizer> tok = Tokenizer::from_gguf(*f);
+  if (!tok.ok()) return pieces;
+  for (int32_t id = 0; id < tok->n_vocab(); ++id) pieces.push_back(tok->token_to_piece(id));
+  return pieces;
+}
+
+// 0: Llama 2's 32,000; 1: DeepSeek LLM's 102,400; 2: a 152,657-token stand-in for Qwen2's
+// 151,646 (whose GGUF is not in shared/): DeepSeek's pieces then GPT-2's 50,257, both
+// byte-level BPE, so the trie has Qwen's breadth of real pieces.
 const Vocab& vocab(int which) {
-  static Vocab v[2];
+  static Vocab v[3];
   static const char* kPaths[2] = {"models/llama-2-tiny-random.gguf", "testdata/tokenizer/llamacpp/ggml-vocab-deepseek-llm.gguf"};
   if (!v[which].trie) {
-    Result<GgufFile> f = GgufFile::open(std::string(TH_SHARED_DIR) + "/" + kPaths[which]);
-    if (!f.ok()) return v[which];
-    Result<Tokenizer> tok = Tokenizer::from_gguf(*f);
-    if (!tok.ok()) return v[which];
-    for (int32_t id = 0; id < tok->n_vocab(); ++id) v[which].pieces.push_back(tok->token_to_piece(id));
+    v[which].pieces = pieces_of(kPaths[which == 0 ? 0 : 1]);
+    if (which == 2) {
+      std::vector<std::string> more = pieces_of("testdata/tokenizer/llamacpp/ggml-vocab-gpt-2.gguf");
+      if (more.empty()) v[which].pieces.clear();
+      v[which].pieces.insert(v[which].pieces.end(), more.begin(), more.end());
+    }
+    if (v[which].pieces.empty()) return v[which];
     v[which].trie = std::make_unique<grammar::TokenTrie>(v[which].pieces);
   }
   return v[which];
@@ -68,9 +84,12 @@ void BM_GrammarMask(benchmark::State& state) {
     state.SkipWithError("state not accepted");
     return;
   }
-  std::vector<grammar::Matcher> seqs(static_cast<size_t>(batch), start);
+  std::vector<grammar::Matcher> seqs;
   std::vector<uint64_t> mask;
   for (auto _ : state) {
+    state.PauseTiming();  // fresh copies: a mask the matcher kept from the last round would answer
+    seqs.assign(static_cast<size_t>(batch), start);
+    state.ResumeTiming();
     for (grammar::Matcher& m : seqs) {
       m.allowed_tokens(*v.trie, mask);
       benchmark::DoNotOptimize(mask.data());
@@ -79,9 +98,9 @@ void BM_GrammarMask(benchmark::State& state) {
   state.counters["vocab"] = static_cast<double>(v.pieces.size());
   state.counters["trie_nodes"] = static_cast<double>(v.trie->n_nodes());
 }
-// Args: vocabulary (0: 32000, 1: 102400), state (kStates), batch.
+// Args: vocabulary (0: 32000, 1: 102400, 2: 152657), state (kStates), batch.
 BENCHMARK(BM_GrammarMask)
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {1, 32}})
     ->Unit(benchmark::kMicrosecond);
 
 // A whole generation of one document of the schema, as the engine runs it: every step
@@ -134,7 +153,7 @@ void BM_GrammarMaskGeneration(benchmark::State& state) {
   state.counters["per_step"] = benchmark::Counter(static_cast<double>(tokens.size()),
                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-// Args: vocabulary (0: 32000, 1: 102400), batch.
-BENCHMARK(BM_GrammarMaskGeneration)->ArgsProduct({{0, 1}, {1, 32}})->Unit(benchmark::kMillisecond);
+// Args: vocabulary (0: 32000, 1: 102400, 2: 152657), batch.
+BENCHMARK(BM_GrammarMaskGeneration)->ArgsProduct({{0, 1, 2}, {1, 32}})->Unit(benchmark::kMillisecond);
 
 }  // namespace

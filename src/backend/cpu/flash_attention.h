@@ -58,10 +58,12 @@ void flash_attend_group(const AttentionTask& a, int64_t t, int64_t kvh, Attentio
   const int64_t p_begin = a.window > 0 ? std::max<int64_t>(0, n_pos - a.window) : 0;
   for (int64_t p0 = p_begin; p0 < n_pos; p0 += tile) {
     const int64_t nt = std::min(tile, n_pos - p0);
-    for (int64_t j = 0; j < nt; ++j) {
-      const int64_t p = p0 + j;
-      const int64_t slot =
-          static_cast<int64_t>(table[static_cast<size_t>(p / b.block_size)]) * b.block_size + p % b.block_size;
+    // The block and offset of each position, stepped (two divisions per position were 10%
+    // of decode attention at 4,096 positions).
+    int64_t blk = p0 / b.block_size, off = p0 % b.block_size;
+    for (int64_t j = 0; j < nt; ++j, ++off) {
+      if (off == b.block_size) off = 0, ++blk;
+      const int64_t slot = static_cast<int64_t>(table[static_cast<size_t>(blk)]) * b.block_size + off;
       const uint8_t* kr = k_pool + static_cast<size_t>(slot) * rb;
       const uint8_t* vr = v_pool + static_cast<size_t>(slot) * rb;
       if (kv.type == DType::F32) {
@@ -78,7 +80,7 @@ void flash_attend_group(const AttentionTask& a, int64_t t, int64_t kvh, Attentio
       S::dots(qs + g * hd, kp, nt, hd, s);
       if (a.softcap > 0)
         for (int64_t j = 0; j < nt; ++j) s[j] = a.softcap * std::tanh(s[j] / a.softcap);
-      const float m_new = std::max(m[g], *std::max_element(s, s + nt));
+      const float m_new = std::max(m[g], S::max(s, nt));
       const float correction = std::exp(m[g] - m_new);  // 0 on the first tile (m = -inf)
       l[g] = l[g] * correction + S::exp_sub_sum(s, nt, m_new);
       if (correction != 1.0f) S::scale(acc + g * hd, correction, hd);

@@ -72,6 +72,8 @@ struct Generic {
     return sum;
   }
 
+  static float max(const float* s, int64_t n) { return *std::max_element(s, s + n); }
+
   static void scale(float* y, float c, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] *= c;
   }

@@ -27,9 +27,12 @@ size_t LlamaModel::weight_bytes(ComputeType t) const {
   if (set > 0) return copies_[static_cast<size_t>(set - 1)].bytes;
   if (set < 0) return 0;
   size_t bytes = row_bytes(output_.type, output_.cols) * static_cast<size_t>(output_.rows);
-  for (const Layer& L : layers_)
+  for (const Layer& L : layers_) {
     for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
       bytes += row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows);
+    for (const WeightView* w : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      if (w->data) bytes += row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows * cfg_.n_expert);
+  }
   return bytes;
 }
 
@@ -52,9 +55,12 @@ Status LlamaModel::add_compute_type(ComputeType t, int threads) {
 
   constexpr WeightView Layer::*kMatrices[] = {&Layer::wq,     &Layer::wk,   &Layer::wv,    &Layer::wo,
                                               &Layer::w_gate, &Layer::w_up, &Layer::w_down};
+  constexpr WeightView Layer::*kExperts[] = {&Layer::gate_exps, &Layer::up_exps, &Layer::down_exps};
   bool all_native = output_.type == *to;
-  for (const Layer& L : layers_)
+  for (const Layer& L : layers_) {
     for (WeightView Layer::*m : kMatrices) all_native = all_native && (L.*m).type == *to;
+    for (WeightView Layer::*m : kExperts) all_native = all_native && (!(L.*m).data || (L.*m).type == *to);
+  }
   if (all_native) {  // the file's own weights are already this type: no copy
     type_sets_.emplace_back(t, 0);
     return ok_status();
@@ -87,9 +93,21 @@ Status LlamaModel::add_compute_type(ComputeType t, int threads) {
   TH_RETURN_IF_ERROR(convert(set.output, "output.weight"));
   static constexpr const char* kNames[] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                            "ffn_gate", "ffn_up", "ffn_down"};
-  for (size_t l = 0; l < set.layers.size(); ++l)
+  static constexpr const char* kExpertNames[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+  for (size_t l = 0; l < set.layers.size(); ++l) {
     for (size_t i = 0; i < std::size(kMatrices); ++i)
       TH_RETURN_IF_ERROR(convert(set.layers[l].*kMatrices[i], "blk." + std::to_string(l) + "." + kNames[i] + ".weight"));
+    // An expert tensor is its experts' matrices back to back (LlamaModel::expert): it
+    // converts as one matrix of n_expert times the rows, and stays a view of expert 0.
+    for (size_t i = 0; i < std::size(kExperts); ++i) {
+      WeightView& w = set.layers[l].*kExperts[i];
+      if (!w.data) continue;
+      WeightView all = w;
+      all.rows *= cfg_.n_expert;
+      TH_RETURN_IF_ERROR(convert(all, "blk." + std::to_string(l) + "." + kExpertNames[i] + ".weight"));
+      w = WeightView{all.type, w.rows, all.cols, all.data};
+    }
+  }
   if (fallbacks > 0)
     set.note = std::to_string(fallbacks) + " matrices in bf16: rows not a multiple of fp8's block of 32";
   copies_.push_back(std::move(set));

@@ -32,6 +32,7 @@
 #include "cli/verbs.h"
 #include "cluster/cell_membership.h"
 #include "engine/engine.h"
+#include "engine/warmup.h"
 #include "kv/kv_dtype.h"
 #include "model/encrypted_model.h"
 #include "format/gguf.h"
@@ -75,6 +76,7 @@ struct ServeFlags {
   std::string default_compute_type = "native";
   int64_t max_model_len = 0;
   int64_t max_pending = 256;
+  int warmup = 8;
   double shutdown_timeout = 30;
   double header_timeout = 10, body_timeout = 30, idle_timeout = 60;
   std::string api_keys;
@@ -122,6 +124,11 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
   app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per forward pass (prompt chunks + decodes)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--block-size", f.block_size, "KV cache block size (positions)")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  app.add_option("--warmup", f.warmup,
+                 "requests run before /ready says 200 (one 128-token prompt, the rest 16, all at once, "
+                 "4 tokens each), so the first client does not pay for first touches; 0: none")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
   app.add_option("--kv-cache-mib", f.kv_cache_mib, "memory of the primary KV tier (MiB)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
   app.add_option("--host-kv-mib", f.host_kv_mib, "memory of the host KV tier that preempted sequences swap to (MiB); 0: none")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
@@ -238,6 +245,18 @@ Result<EngineConfig> engine_config(const ServeFlags& f, const ModelConfig& mc, c
   if (ec.kv.primary_blocks < 1)
     return Status::error(cat("--kv-cache-mib ", f.kv_cache_mib, " holds no KV block of ", block_bytes, " bytes"));
   return ec;
+}
+
+// --warmup: N requests through the started engine, reported on stderr.
+Status run_warmup(int n, Engine& engine, const Tokenizer& tok) {
+  if (n <= 0) return ok_status();
+  WarmupOptions w;
+  w.requests = n;
+  w.n_vocab = tok.n_vocab();
+  TH_ASSIGN_OR_RETURN(WarmupReport r, warm_up(engine, w));
+  std::fprintf(stderr, "tokenhive serve: warm-up: %d requests (%lld prompt tokens, %lld generated) in %.2f s\n", r.requests,
+               static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.generated_tokens), r.seconds);
+  return ok_status();
 }
 
 // The chat template: --chat-template's file (or the built-in "chatml"), else the model's.
@@ -364,6 +383,7 @@ int run_serve(int argc, char** argv) {
   Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, *ec);
   if (!engine.ok()) return fail(engine.message());
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
+  if (Status s = run_warmup(f.warmup, **engine, *tok); !s.ok()) return fail(s.message());
   api.attach(**engine, *tok, *chat, embedding_pooling(f.pooling, *file));
   std::fprintf(stderr,
                "tokenhive serve: ready: model %s (%s), %lld KV blocks of %lld positions (%s), max %lld sequences of %lld "

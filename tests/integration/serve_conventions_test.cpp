@@ -43,6 +43,24 @@ std::string stories() { return test::shared_path("models/stories260K.gguf"); }
 
 // /health as llama-server's: 200 while serving, 503 while draining (and while loading:
 // ServeLimits.NotReadyIs503 holds an ApiService that has no model yet).
+// --warmup N runs N requests through the engine before the server says it is ready; they
+// are not clients' requests (no request metrics), only the engine's work.
+TEST(ServeConventions, WarmupRunsBeforeReadyAndCountsAsNoClientRequest) {
+  ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--warmup", "4"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const std::string log = s.log();
+  const size_t warm = log.find("warm-up: 4 requests (");
+  ASSERT_NE(warm, std::string::npos) << log;
+  EXPECT_LT(warm, log.find("tokenhive serve: ready")) << log;
+  EXPECT_NE(log.find("16 generated)", warm), std::string::npos) << log;  // 4 tokens each
+  const std::string metrics = request(s.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("\ntokenhive_requests_total{outcome=\"length\"} 0\n"), std::string::npos) << metrics;
+  const std::string generated = "\ntokenhive_engine_tokens_generated_total ";
+  const size_t at = metrics.find(generated);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GE(std::stod(metrics.substr(at + generated.size())), 16) << metrics;
+}
+
 TEST(ServeConventions, HealthIs200ServingAnd503Draining) {
   // One sequence at a time: six streams of 400 tokens queue behind each other, so the drain
   // lasts long enough (seconds) for /health to be asked during it.

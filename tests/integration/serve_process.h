@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <regex>
@@ -35,6 +36,10 @@ class ServeProcess {
     static int counter = 0;
     log_path_ = temp_path(verb + "_" + std::to_string(counter++) + ".log");
     std::vector<std::string> argv = {binary_path(), verb, "--port", "0"};
+    // No warm-up unless a test asks for it: it would add a second or more to each of the
+    // suite's hundred server starts under the sanitizers (ServeConventions tests it).
+    if (verb == "serve" && std::find(args.begin(), args.end(), "--warmup") == args.end())
+      argv.insert(argv.end(), {"--warmup", "0"});
     argv.insert(argv.end(), args.begin(), args.end());
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

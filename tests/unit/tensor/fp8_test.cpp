@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -49,6 +50,32 @@ TEST(Fp8E4m3, RoundsToNearestTiesToEvenBetweenEveryPairOfNeighbours) {
       EXPECT_EQ(f32_to_fp8_e4m3(std::nextafter(mid, hi)), sign | (c + 1)) << c;
     }
   }
+}
+
+// Every 613th float from 2^-12 to 512, both signs, against the definition: the code of the
+// nearest value, ties to the even code (found by looking at all 127 finite magnitudes).
+TEST(Fp8E4m3, EncodingIsTheNearestCodeOverASweepOfFloats) {
+  std::vector<double> mags;
+  for (int c = 0; c < 0x7f; ++c) mags.push_back(expected_value(c));
+  uint32_t lo_bits, hi_bits;
+  const float lo = std::ldexp(1.0f, -12), hi = 512.0f;
+  std::memcpy(&lo_bits, &lo, 4);
+  std::memcpy(&hi_bits, &hi, 4);
+  int64_t checked = 0;
+  for (uint32_t b = lo_bits; b < hi_bits; b += 613) {
+    float v;
+    std::memcpy(&v, &b, 4);
+    int best = 0;
+    for (int c = 1; c < 0x7f; ++c) {
+      const double d = std::fabs(mags[c] - v), db = std::fabs(mags[best] - v);
+      if (d < db || (d == db && c % 2 == 0)) best = c;
+    }
+    if (v >= 448.0f) best = 0x7e;  // saturation, not the nearest
+    ASSERT_EQ(f32_to_fp8_e4m3(v), best) << v;
+    ASSERT_EQ(f32_to_fp8_e4m3(-v), 0x80 | best) << -v;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100000);
 }
 
 TEST(Fp8E4m3, SaturatesAtMaxAndKeepsNan) {

@@ -129,6 +129,17 @@ SchedulerState Engine::scheduler_state() const {
   st.available_blocks = kv_->available_blocks();
   st.host_free_blocks = kv_->host_free_blocks();
   st.seqs.reserve(seqs_.size());
+  // Running sequences and their positions with K/V: whose prompt blocks are being computed.
+  std::vector<std::pair<const Sequence*, int64_t>> running;
+  for (const auto& [id, sp] : seqs_)
+    if (sp->state == SeqState::Prefilling || sp->state == SeqState::Decoding)
+      running.emplace_back(sp.get(), kv_->computed(static_cast<int64_t>(id)));
+  auto being_computed = [&](const BlockHash& h, size_t block) {
+    for (const auto& [r, computed] : running)
+      if (r->hashes.size() > block && r->hashes[block] == h && computed < static_cast<int64_t>(block + 1) * st.block_size)
+        return true;
+    return false;
+  };
   for (const auto& [id, sp] : seqs_) {
     const Sequence& s = *sp;
     SeqSummary x;
@@ -157,6 +168,10 @@ SchedulerState Engine::scheduler_state() const {
         x.n_computed = m.tokens;
         x.blocks_held = m.blocks;
         x.hit_cost = m.cost_blocks;
+        if (const auto next = static_cast<size_t>(m.blocks); next < s.hashes.size()) {
+          x.next_block = s.hashes[next].lo | 1;  // never 0 (none)
+          x.next_block_pending = being_computed(s.hashes[next], next);
+        }
       }
     }
     st.seqs.push_back(x);

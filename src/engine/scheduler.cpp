@@ -206,6 +206,11 @@ class StepPacker {
     const bool waiting = s.phase == SeqPhase::Waiting;
     const bool prompt = remaining(s) > 1;
     if (prompt && !may_prefill(s)) return;
+    // Its next block is being computed by another: it waits for the cache (the queue goes on).
+    const bool clustered = waiting && prompt && s.next_block != 0;
+    if (clustered && (s.next_block_pending || std::find(shared_blocks_.begin(), shared_blocks_.end(), s.next_block) !=
+                                                  shared_blocks_.end()))
+      return;
     const int64_t want = std::min(remaining(s), prompt ? prompt_budget(s) : budget_);
     if (want < 1 && budget_ > 0) return;  // only its priority's cap is spent: others may still come in
     if (want < 1) {
@@ -242,6 +247,7 @@ class StepPacker {
     admitted_[i] = 1;
     d_.run.push_back({s.id, n});
     if (prompt) note_prefill(s, n);
+    if (clustered) shared_blocks_.push_back(s.next_block);  // it computes (toward) that block this step
   }
 
   static constexpr size_t kNone = static_cast<size_t>(-1);
@@ -253,6 +259,7 @@ class StepPacker {
   std::vector<int64_t> owed_;      // blocks each running sequence still needs to advance
   std::vector<uint8_t> stalled_;   // out of blocks, waiting instead of yielding (awaiting_advance)
   std::vector<uint8_t> admitted_;  // queued, and running from this step on
+  std::vector<uint64_t> shared_blocks_;  // next_block of each sequence admitted this step
   int64_t owed_total_ = 0;
   int64_t avail_, host_avail_, budget_, slots_;
   bool queue_blocked_ = false;

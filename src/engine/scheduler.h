@@ -24,6 +24,9 @@
 //   does not yield itself (it waits), so no two sequences preempt each other
 //   back and forth. If a step would then run nothing, the worst-ranked such
 //   waiting sequence yields after all, so the step always makes room.
+// - A waiting sequence whose next prompt block another sequence is computing (running, or
+//   admitted in the same step) is skipped, not blocking the queue: next step that block is
+//   in the prefix cache and it starts past it.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +52,13 @@ struct SeqSummary {
   // Preempted, and has generated no token since: queued, it comes back only when every block it
   // needs to advance fits; running, it is no victim and does not yield itself.
   bool awaiting_advance = false;
+  // Waiting, with a full prompt block past its prefix hit: that block's prefix-cache hash
+  // (0: none), and whether a running sequence is computing that very block now. Such a
+  // sequence waits for the block to reach the prefix cache instead of computing it too, and
+  // so does one whose block another sequence admitted in the same step computes (prefix
+  // clustering: a shared prompt is computed once, then hit).
+  uint64_t next_block = 0;
+  bool next_block_pending = false;
 };
 
 struct SchedulerState {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
+
 #include <cmath>
 #include <limits>
 #include <cstdio>
@@ -209,6 +211,44 @@ TEST_F(EngineTest, RepeatedPromptReusesItsPrefix) {
   const EngineStats st = e->stats();
   EXPECT_EQ(st.kv.prefix_hit_tokens, 56);
   EXPECT_NEAR(st.prefix_hit_rate(), 56.0 / 122.0, 1e-9);
+}
+
+// Prefix clustering: three requests with one 56-token prefix, submitted together, compute
+// it once; the other two wait a step or more for its blocks and start past them. Each still
+// generates what it generates alone.
+TEST_F(EngineTest, PromptsSharingAPrefixComputeItOnce) {
+  EngineConfig c = small_pool(l_, 64, 0);
+  c.token_budget = 256;  // room for all three prompts at once: without clustering all would compute it
+  auto e = make(c);
+  std::vector<int32_t> prefix = {1};
+  for (int i = 0; i < 55; ++i) prefix.push_back(10 + i);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int k = 0; k < 3; ++k) {
+    prompts.push_back(prefix);
+    for (int i = 0; i < 5; ++i) prompts.back().push_back(200 + 10 * k + i);
+  }
+  std::deque<RequestStream> streams;  // not copyable: no reallocation
+  for (const auto& p : prompts) {
+    Result<RequestStream> r = e->submit(greedy(p, 4));
+    ASSERT_TRUE(r.ok()) << r.message();
+    streams.push_back(std::move(*r));
+  }
+  test::run_until_idle(*e);
+  std::vector<Collected> got(3);
+  for (int k = 0; k < 3; ++k) test::collect(streams[static_cast<size_t>(k)], got[static_cast<size_t>(k)]);
+  EXPECT_EQ(streams[0].metrics().prefix_hit_tokens, 0);
+  EXPECT_EQ(streams[1].metrics().prefix_hit_tokens, 56);
+  EXPECT_EQ(streams[2].metrics().prefix_hit_tokens, 56);
+  // 61 prompt tokens, then 5 each after the hit, and 3 x 3 decode rows (the 4th token is the last).
+  EXPECT_EQ(e->stats().tokens_computed, 61 + 5 + 5 + 9);
+  for (int k = 0; k < 3; ++k) {
+    auto alone = make(small_pool(l_, 64, 0));
+    auto s = alone->submit(greedy(prompts[static_cast<size_t>(k)], 4));
+    test::run_until_idle(*alone);
+    Collected one;
+    test::collect(*s, one);
+    EXPECT_EQ(got[static_cast<size_t>(k)].tokens, one.tokens) << k;
+  }
 }
 
 TEST_F(EngineTest, MetricsCoverTheRequestEndToEnd) {

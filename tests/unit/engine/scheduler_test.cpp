@@ -97,6 +97,23 @@ TEST(Scheduler, AdmitsByPriorityThenArrivalWithinMaxSeqs) {
   EXPECT_EQ(work(FcfsScheduler().schedule(st)), (W{{1, 4}, {2, 4}}));
 }
 
+// Prefix clustering: of the waiting sequences whose next prompt block is the same, the first
+// is admitted and the others wait for it; one whose block a running sequence is computing
+// waits too; the queue goes on past them (sequence 5 shares nothing).
+TEST(Scheduler, SequencesSharingTheirNextBlockWaitForTheFirst) {
+  SchedulerState st = state(100, 64);
+  SeqSummary a = waiting(1, 12), b = waiting(2, 12), c = waiting(3, 12), d = waiting(4, 12), e = waiting(5, 12);
+  a.next_block = b.next_block = c.next_block = 77;
+  d.next_block = 99;
+  d.next_block_pending = true;
+  st.seqs = {a, b, c, d, e};
+  for (const Decision& dec : {PriorityScheduler(kStrict).schedule(st), FcfsScheduler().schedule(st)})
+    EXPECT_EQ(work(dec), (W{{1, 12}, {5, 12}}));
+  // Without a shared block, each is admitted.
+  for (SeqSummary& s : st.seqs) s.next_block = 0, s.next_block_pending = false;
+  EXPECT_EQ(work(FcfsScheduler().schedule(st)).size(), 5u);
+}
+
 TEST(Scheduler, HighPriorityArrivalPreemptsTheLowestMostRecentRunning) {
   SchedulerState st = state(/*blocks=*/0, 64, 8, /*host=*/100);
   // The decodes stay inside their last block: only the arrival needs blocks.

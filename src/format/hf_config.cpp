@@ -170,6 +170,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& name)
   TH_ASSIGN_OR_RETURN(c.n_head, int_key(j, "num_attention_heads", -1, name));
   TH_ASSIGN_OR_RETURN(c.n_head_kv, int_key(j, "num_key_value_heads", c.n_head, name));
   TH_ASSIGN_OR_RETURN(c.n_vocab, int_key(j, "vocab_size", -1, name));
+  if (c.n_vocab > (1 << 22)) return Status::errorf(name, ": vocab_size ", c.n_vocab, " is past 4194304");  // no real model is near
   if (c.n_embd % c.n_head != 0 && !j.contains("head_dim"))
     return Status::errorf(name, ": hidden_size ", c.n_embd, " is not a multiple of num_attention_heads ", c.n_head);
   TH_ASSIGN_OR_RETURN(c.head_dim, int_key(j, "head_dim", c.n_embd / c.n_head, name));

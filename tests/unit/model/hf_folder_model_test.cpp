@@ -74,9 +74,8 @@ TEST_P(HfFolderModel, SameLogitsAsGguf) {
   ASSERT_TRUE(g.ok()) << g.message();
   HfWriteOptions o;
   o.shards = c.shards;
-  if (spec.llama3_rope)  // what write_synthetic_model's rope_freqs.weight is made from
-    o.rope_scaling = R"({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 8192})";
+  o.rope_scaling = synthetic_hf_rope_scaling(spec);  // llama3: what its rope_freqs.weight is made from
+  EXPECT_EQ(o.rope_scaling.empty(), !spec.llama3_rope);
   ASSERT_TRUE(write_hf_folder(*g, dir, o).ok());
   EXPECT_EQ(std::filesystem::exists(dir + "/model.safetensors.index.json"), c.shards > 1);
   Result<GgufFile> h = open_hf_folder(dir);

@@ -14,6 +14,7 @@
 #include "format/hf_tokenizer.h"
 #include "integration/run_process.h"
 #include "test_util.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace th {
@@ -95,6 +96,12 @@ TEST_P(HfTokenizerAgreement, SameIdsAsTheReference) {
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(*file);
   ASSERT_TRUE(tok.ok()) << tok.message();
+
+  auto chat = chat_template_for(*file);  // tokenizer_config.json's template parses
+  EXPECT_TRUE(chat.ok()) << chat.message();
+  EXPECT_EQ(tok->eos(), GetParam() == "llama3" ? 128001 : 151645);  // <|end_of_text|>, <|im_end|>
+  // BOS as llama.cpp adds it: Llama 3's pre-tokenizer (llama-bpe) adds <|begin_of_text|>, Qwen's none.
+  EXPECT_EQ(tok->encode("Hi", true, false).front(), GetParam() == "llama3" ? 128000 : 13048);
 
   std::vector<std::string> strings = llamacpp_strings();
   const size_t n_llamacpp = strings.size();

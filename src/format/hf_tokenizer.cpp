@@ -24,13 +24,30 @@ constexpr PreRow kPre[] = {
     {"gpt-2", ""},
 };
 
+// Untrusted JSON is read only through these (nlohmann's value() throws on a wrong type, and
+// operator[] on a const object asserts on a missing key).
+const json& member(const json& o, const char* key) {
+  static const json kNull;
+  if (!o.is_object()) return kNull;
+  auto it = o.find(key);
+  return it == o.end() ? kNull : *it;
+}
+std::string str_member(const json& o, const char* key) {
+  const json& v = member(o, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+bool bool_member(const json& o, const char* key, bool def) {
+  const json& v = member(o, key);
+  return v.is_boolean() ? v.get<bool>() : def;
+}
+
 // GGUF's token types (tokenizer/vocab.h's TokenType).
 constexpr int64_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
 
 // The pre-tokenizer's name: a Split with a known regex then ByteLevel, or ByteLevel alone.
 Result<std::string> pre_name(const json& pt, const std::string& name) {
   std::vector<const json*> steps;
-  if (pt.is_object() && pt.value("type", "") == "Sequence" && pt.contains("pretokenizers") &&
+  if (pt.is_object() && str_member(pt, "type") == "Sequence" && pt.contains("pretokenizers") &&
       pt["pretokenizers"].is_array()) {
     for (const json& s : pt["pretokenizers"]) steps.push_back(&s);
   } else if (pt.is_object()) {
@@ -40,10 +57,10 @@ Result<std::string> pre_name(const json& pt, const std::string& name) {
   bool byte_level = false, own_regex = false;
   for (const json* s : steps) {
     if (!s->is_object()) return Status::errorf(name, ": a pre_tokenizer step is not an object");
-    const std::string type = s->value("type", "");
+    const std::string type = str_member(*s, "type");
     if (type == "ByteLevel") {
       byte_level = true;
-      own_regex = s->value("use_regex", true);
+      own_regex = bool_member(*s, "use_regex", true);
     } else if (type == "Split" && s->contains("pattern") && (*s)["pattern"].is_object() &&
                (*s)["pattern"].contains("Regex") && (*s)["pattern"]["Regex"].is_string() && regex.empty()) {
       regex = (*s)["pattern"]["Regex"].get<std::string>();
@@ -75,7 +92,7 @@ Result<std::string> chat_template(const json& cfg, const std::string& name) {
   if (t.is_string()) return t.get<std::string>();
   if (t.is_array())  // named templates: the "default" one
     for (const json& e : t)
-      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+      if (e.is_object() && str_member(e, "name") == "default" && e.contains("template") && e["template"].is_string())
         return e["template"].get<std::string>();
   return Status::errorf(name, ": 'chat_template' is neither a string nor a list with a 'default' template");
 }
@@ -86,7 +103,7 @@ struct Vocab {
 };
 
 Result<Vocab> read_vocab(const json& j, int64_t n_vocab, const std::string& name) {
-  const json& vocab = j["model"]["vocab"];
+  const json& vocab = member(member(j, "model"), "vocab");
   if (!vocab.is_object()) return Status::errorf(name, ": model.vocab is not an object");
   constexpr int64_t kMaxVocab = 1 << 22;
   std::vector<std::pair<int64_t, std::pair<std::string, int64_t>>> entries;
@@ -97,15 +114,20 @@ Result<Vocab> read_vocab(const json& j, int64_t n_vocab, const std::string& name
   }
   if (j.contains("added_tokens") && !j["added_tokens"].is_array())
     return Status::errorf(name, ": added_tokens is not a list");
-  for (const json& a : j.value("added_tokens", json::array())) {
+  for (const json& a : member(j, "added_tokens")) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || a["id"].get<uint64_t>() >= kMaxVocab ||
         !a.contains("content") || !a["content"].is_string())
       return Status::errorf(name, ": an added_tokens entry lacks an id or content");
     entries.push_back({a["id"].get<int64_t>(), {a["content"].get<std::string>(),
-                                                a.value("special", false) ? kControl : kUserDefined}});
+                                                bool_member(a, "special", false) ? kControl : kUserDefined}});
   }
-  int64_t n = n_vocab;
-  for (const auto& e : entries) n = std::max(n, e.first + 1);
+  int64_t max_id = -1;
+  for (const auto& e : entries) max_id = std::max(max_id, e.first);
+  // Ids are dense in real files (Qwen 2.5 pads 151665 tokens to 151936); one far past the
+  // count is a corrupt file, and refusing it bounds the padding allocated for it.
+  if (max_id >= 2 * static_cast<int64_t>(entries.size()) + 1024)
+    return Status::errorf(name, ": token id ", max_id, " is far past the ", entries.size(), " tokens given");
+  const int64_t n = std::max(n_vocab, max_id + 1);
   Vocab v;
   v.tokens.resize(static_cast<size_t>(n));
   v.types.assign(static_cast<size_t>(n), kUnused);
@@ -153,13 +175,13 @@ Result<std::vector<std::pair<std::string, GgufValue>>> hf_tokenizer_metadata(con
   const json j = json::parse(in.tokenizer_json.begin(), in.tokenizer_json.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::errorf(name, ": not a JSON object");
   if (!j.contains("model") || !j["model"].is_object()) return Status::errorf(name, ": 'model' is missing");
-  const std::string type = j["model"].value("type", "");
+  const std::string type = str_member(j["model"], "type");
   if (type != "BPE") return Status::errorf(name, ": tokenizer model '", type, "' is not supported (byte-level BPE)");
-  if (j["model"].value("byte_fallback", false))
+  if (bool_member(j["model"], "byte_fallback", false))
     return Status::errorf(name, ": byte_fallback BPE (SentencePiece-style) is not supported");
-  if (j.contains("normalizer") && !j["normalizer"].is_null() && j["normalizer"].value("type", "") != "NFC")
-    return Status::errorf(name, ": unsupported normalizer '", j["normalizer"].value("type", "?"), "' (none or NFC)");
-  TH_ASSIGN_OR_RETURN(std::string pre, pre_name(j.value("pre_tokenizer", json()), name));
+  if (!member(j, "normalizer").is_null() && str_member(j["normalizer"], "type") != "NFC")
+    return Status::errorf(name, ": unsupported normalizer '", str_member(j["normalizer"], "type"), "' (none or NFC)");
+  TH_ASSIGN_OR_RETURN(std::string pre, pre_name(member(j, "pre_tokenizer"), name));
   TH_ASSIGN_OR_RETURN(Vocab v, read_vocab(j, in.n_vocab, name));
   TH_ASSIGN_OR_RETURN(std::vector<std::string> merges, read_merges(j["model"], name));
 

@@ -28,6 +28,7 @@
 #include "engine/generator.h"
 #include "engine/model_bench.h"
 #include "format/gguf.h"
+#include "format/hf_folder.h"
 #include "model/forward_cost.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
@@ -459,7 +460,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
 int run_bench_model(const BenchModelFlags& f) {
   Result<std::string> path = resolve_model_path(f.model);
   if (!path.ok()) return fail(path.message());
-  Result<GgufFile> file = GgufFile::open(*path);
+  Result<GgufFile> file = is_hf_folder(*path) ? open_hf_folder(*path) : GgufFile::open(*path);
   if (!file.ok()) return fail(file.message());
   BenchModelRun r;
   std::vector<MatrixRead> reads;

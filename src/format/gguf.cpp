@@ -333,6 +333,23 @@ Result<GgufFile> GgufFile::adopt(MappedFile image) {
   return g;
 }
 
+Result<GgufFile> GgufFile::assemble(std::string name, std::vector<std::pair<std::string, GgufValue>> kv,
+                                   std::vector<GgufTensor> tensors, std::vector<MappedFile> maps) {
+  GgufFile g;
+  g.name_ = std::move(name);
+  g.version_ = 3;
+  g.kv_ = std::move(kv);
+  for (size_t i = 0; i < g.kv_.size(); ++i)
+    if (!g.kv_index_.emplace(g.kv_[i].first, i).second)
+      return Status::errorf(g.name_, ": duplicate metadata key '", g.kv_[i].first, "'");
+  g.tensors_ = std::move(tensors);
+  for (size_t i = 0; i < g.tensors_.size(); ++i)
+    if (!g.tensor_index_.emplace(g.tensors_[i].name, i).second)
+      return Status::errorf(g.name_, ": duplicate tensor '", g.tensors_[i].name, "'");
+  g.parts_ = std::move(maps);
+  return g;
+}
+
 Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
   GgufFile g;
   g.name_ = name;

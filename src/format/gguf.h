@@ -78,6 +78,11 @@ class GgufFile {
   static Result<GgufFile> parse(const uint8_t* data, size_t size, std::string name = "<memory>");
   /// @brief Parses an image it takes over (e.g. a decrypted model in anonymous memory).
   static Result<GgufFile> adopt(MappedFile image);
+  /// @brief A file made of parts (a Hugging Face folder, format/hf_folder.h): metadata and
+  /// tensors whose data points into `maps`, which the result keeps alive. Tensor names must
+  /// be unique.
+  static Result<GgufFile> assemble(std::string name, std::vector<std::pair<std::string, GgufValue>> kv,
+                                   std::vector<GgufTensor> tensors, std::vector<MappedFile> maps);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
@@ -102,6 +107,7 @@ class GgufFile {
 
  private:
   MappedFile file_;
+  std::vector<MappedFile> parts_;  // assemble()'s maps
   std::string name_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

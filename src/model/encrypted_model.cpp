@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "format/gguf.h"
+#include "format/hf_folder.h"
 
 namespace th {
 
@@ -339,6 +340,10 @@ Status rekey_model_file(const std::string& path, const Kek& old_kek, const Kek& 
 }
 
 Result<GgufFile> open_model(const std::string& path, const std::string& kek_spec) {
+  if (is_hf_folder(path)) {
+    if (!kek_spec.empty()) return Status::errorf(path, ": a key was given but a Hugging Face folder is not encrypted");
+    return open_hf_folder(path);
+  }
   TH_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
   const bool encrypted = is_encrypted_model(file.data(), file.size());
   if (!encrypted) {

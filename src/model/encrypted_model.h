@@ -81,7 +81,8 @@ Result<MappedFile> decrypt_model(const uint8_t* data, size_t size, const Kek& ke
 /// (only the 64 bytes of the wrap change; the weights are not touched).
 Status rekey_model_file(const std::string& path, const Kek& old_kek, const Kek& new_kek);
 
-/// @brief Opens a model for `generate` and `serve`: a plain GGUF as it is; an envelope
+/// @brief Opens a model for `generate` and `serve`: a Hugging Face folder (format/hf_folder.h)
+/// or a plain GGUF as it is; an envelope
 /// decrypted with the KEK `kek_spec` names (an error when it is empty). A KEK given for a
 /// plain file is an error too (a deployment that expects encryption must not load plaintext
 /// silently).

@@ -87,6 +87,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend&
     m->output_ = m->tok_embd_;  // tied embeddings
   }
   TH_ASSIGN_OR_RETURN(m->rope_freqs_, vec("rope_freqs.weight", c.rope_dim / 2, false));
+  if (!m->rope_freqs_ && !c.rope_freqs.empty()) m->rope_freqs_ = c.rope_freqs.data();  // llama3 scaling keys
   if (c.arch == Arch::Phi3 && !m->rope_freqs_) {
     // LongRoPE: one set of factors up to the original context, the other beyond it.
     const bool long_ctx = (n_ctx > 0 ? n_ctx : c.n_ctx_train) > c.rope_orig_ctx;

@@ -98,6 +98,17 @@ Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   return ok_status();
 }
 
+// Llama 3.1's rope_scaling as keys (what the factors in a GGUF's rope_freqs.weight are made from).
+Status read_llama3_scaling(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  TH_ASSIGN_OR_RETURN(float factor, get_positive(f, a + "rope.scaling.factor", 1e6));
+  TH_ASSIGN_OR_RETURN(float lo, get_positive(f, a + "rope.scaling.low_freq_factor", 1e6));
+  TH_ASSIGN_OR_RETURN(float hi, get_positive(f, a + "rope.scaling.high_freq_factor", 1e6));
+  TH_ASSIGN_OR_RETURN(int64_t orig, get_dim(f, a + "rope.scaling.original_context_length", 1, int64_t{1} << 24));
+  if (!(hi > lo)) return Status::errorf(f.name(), ": rope.scaling.high_freq_factor is not above low_freq_factor");
+  c.rope_freqs = llama3_rope_freq_factors(c.rope_dim, c.rope_freq_base, factor, lo, hi, orig);
+  return ok_status();
+}
+
 }  // namespace
 
 const ArchSpec* find_arch(std::string_view name) {
@@ -127,6 +138,11 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
                           supported_arch_names(), ")");
   c.arch = c.spec->arch;
   c.rope_neox = c.spec->rope_neox;
+  // Set by a Hugging Face folder (format/hf_config.cpp): its llama q/k rows are not permuted
+  // for adjacent-pair RoPE as llama.cpp's converter does, so they rotate halves instead.
+  if (f.has("tokenhive.rope.neox")) {
+    TH_ASSIGN_OR_RETURN(c.rope_neox, f.get_bool("tokenhive.rope.neox"));
+  }
   const std::string a = c.arch_name + ".";
   TH_ASSIGN_OR_RETURN(c.n_embd, get_dim(f, a + "embedding_length", 1, kMaxEmbd));
   TH_ASSIGN_OR_RETURN(c.n_layer, get_dim(f, a + "block_count", 1, kMaxLayers));
@@ -174,10 +190,12 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
       TH_ASSIGN_OR_RETURN(double factor, f.get_float(a + "rope.scaling.factor"));
       if (!(factor >= 1 && factor < 1e6)) return Status::errorf(f.name(), ": rope.scaling.factor ", factor, " is not >= 1");
       c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    } else if (type == "llama3") {
+      TH_RETURN_IF_ERROR(read_llama3_scaling(f, a, c));
     } else if (type == "longrope" && c.arch == Arch::Phi3) {
       // Carried by the rope_factors_long/short tensors and rope.scaling.attn_factor.
     } else if (type != "none") {
-      return Status::errorf(f.name(), ": unsupported rope.scaling.type '", type, "' (none and linear are supported)");
+      return Status::errorf(f.name(), ": unsupported rope.scaling.type '", type, "' (none, linear and llama3 are supported)");
     }
   }
   if (f.has(a + "rope.scaling.attn_factor")) {

@@ -62,6 +62,9 @@ struct ModelConfig {
   bool rope_neox = false;    // qwen2 rotates halves; llama adjacent pairs (as GGUF stores its weights)
   float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos/sin scaled by it (phi3 longrope)
   int64_t rope_orig_ctx = 0;      // rope.scaling.original_context_length (phi3: long factors beyond it)
+  // rope.scaling.type "llama3" (a Hugging Face folder's rope_scaling; a GGUF carries
+  // rope_freqs.weight instead): the factors computed from its keys, else empty.
+  std::vector<float> rope_freqs;
 
   float attn_scale = 0.0f;         // query scale; set to 1/sqrt(head_dim) or gemma's rule
   float attn_softcap = 0.0f;       // > 0: attention scores soft-capped (gemma2)

@@ -94,7 +94,19 @@ void add_hparams(GgufWriter& w, const SyntheticSpec& spec, const ArchSpec& A, in
   if (spec.arch == Arch::Qwen3Moe) w.add_u32(arch + ".expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
 }
 
+// Llama 3.1's rope scaling (its config.json's rope_scaling).
+constexpr float kLlama3Factor = 8.0f, kLlama3LowFreq = 1.0f, kLlama3HighFreq = 4.0f;
+constexpr int64_t kLlama3OrigCtx = 8192;
+
 }  // namespace
+
+std::string synthetic_hf_rope_scaling(const SyntheticSpec& spec) {
+  if (!spec.llama3_rope) return "";
+  return "{\"rope_type\": \"llama3\", \"factor\": " + std::to_string(kLlama3Factor) +
+         ", \"low_freq_factor\": " + std::to_string(kLlama3LowFreq) + ", \"high_freq_factor\": " +
+         std::to_string(kLlama3HighFreq) + ", \"original_max_position_embeddings\": " + std::to_string(kLlama3OrigCtx) +
+         "}";
+}
 
 Result<SyntheticShape> synthetic_shape(std::string_view name) {
   if (name == "tiny") return SyntheticShape{"tiny", 64, 2, 4, 2, 128, 256, 0};
@@ -186,7 +198,8 @@ Status write_synthetic_model(const SyntheticSpec& spec, const GgufFile& vocab, c
   vector("output_norm.weight", s.n_embd, 1.0f, 0.1f);
   if (!spec.tied_output && spec.arch != Arch::Gemma2) matrix("output.weight", {s.n_embd, n_vocab}, out_type, in_scale);
   if (spec.llama3_rope) {
-    const std::vector<float> f = llama3_rope_freq_factors(head_dim, rope_base, 8.0f, 1.0f, 4.0f, 8192);
+    const std::vector<float> f = llama3_rope_freq_factors(head_dim, rope_base, kLlama3Factor, kLlama3LowFreq,
+                                                          kLlama3HighFreq, kLlama3OrigCtx);
     w.add_tensor("rope_freqs.weight", {head_dim / 2}, DType::F32, f.data(), f.size() * sizeof(float));
   }
   if (spec.arch == Arch::Phi3) {

@@ -41,6 +41,10 @@ struct SyntheticSpec {
 /// Llama 3.1's rope scaling). Returns an error naming the known names otherwise.
 Status apply_synthetic_arch(std::string_view name, SyntheticSpec& spec);
 
+/// @brief config.json's rope_scaling for the spec (Llama 3.1's factors that write_synthetic_model's
+/// rope_freqs.weight holds), as JSON text; "" when it has none.
+std::string synthetic_hf_rope_scaling(const SyntheticSpec& spec);
+
 /// @brief Writes the model to `path`, taking every tokenizer.* key (and so the vocab size)
 /// from `vocab`. Matrices must have row lengths that are multiples of the type's block size.
 Status write_synthetic_model(const SyntheticSpec& spec, const GgufFile& vocab, const std::string& path);

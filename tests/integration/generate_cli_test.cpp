@@ -2,10 +2,14 @@
 // process, real model files, stdout and stderr checked.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "format/gguf.h"
+#include "http_test_client.h"
 #include "run_process.h"
+#include "serve_process.h"
 #include "test_util.h"
 
 namespace th {
@@ -208,6 +212,34 @@ TEST(GenerateCli, EncryptedModelGivesTheReferenceText) {
             want + "\n");
   EXPECT_EQ(run_process({test::binary_path(), "generate", "-m", enc, "--key-file", kek, "-p", "", "-n", "4"}).exit_code, 1);
   for (const std::string& p : {kek, other, enc}) ::unlink(p.c_str());
+}
+
+// mkmodel --format hf writes the same model as a Hugging Face folder (2 shards); `serve -m DIR`
+// completes as `serve -m` the GGUF does (qwen2 loads bit for bit alike: the same greedy text).
+TEST(GenerateCli, HuggingFaceFolderServesAsItsGguf) {
+  const std::string gguf = test::temp_path("hf_e2e.gguf"), dir = test::temp_path("hf_e2e");
+  const std::string vocab = test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-gpt-2.gguf");
+  for (const auto& extra : {std::vector<std::string>{"-o", gguf}, {"--format", "hf", "--shards", "2", "-o", dir}}) {
+    std::vector<std::string> argv = {test::binary_path(), "mkmodel", "--arch", "qwen2", "--type", "f32", "--vocab", vocab};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ProcessResult m = run_process(argv, 60);
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  // The same greedy completion from the GGUF and from the folder.
+  std::vector<std::string> texts;
+  for (const std::string& model : {gguf, dir}) {
+    test::ServeProcess s({"-m", model, "-t", "1", "--kv-cache-mib", "64"});
+    ASSERT_TRUE(s.ok()) << s.log();
+    const nlohmann::json body = {{"prompt", "Hello world"}, {"max_tokens", 12}, {"temperature", 0}};
+    test::HttpReply r = test::request(s.port(), "POST", "/v1/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    texts.push_back(nlohmann::json::parse(r.body)["choices"][0]["text"].get<std::string>());
+  }
+  EXPECT_FALSE(texts[0].empty());
+  EXPECT_EQ(texts[0], texts[1]);
+  std::filesystem::remove_all(dir);
+  std::remove(gguf.c_str());
 }
 
 }  // namespace

@@ -100,8 +100,17 @@ TEST(ArchLoadErrors, UnsupportedRopeScalingIsNamed) {
     if (k == "gemma3.rope.scaling.type") v.v = std::string("yarn");
     return true;
   }));
-  EXPECT_NE(msg.find("m.gguf: unsupported rope.scaling.type 'yarn' (none and linear are supported)"), std::string::npos)
+  EXPECT_NE(msg.find("m.gguf: unsupported rope.scaling.type 'yarn' (none, linear and llama3 are supported)"), std::string::npos)
       << msg;
+}
+
+// Llama 3's scaling as keys (what a Hugging Face folder gives) needs all four of them.
+TEST(ArchLoadErrors, Llama3RopeScalingWithoutItsKeysIsNamed) {
+  const std::string msg = load_error(tiny_model("gemma3", [](std::string& k, GgufValue& v) {
+    if (k == "gemma3.rope.scaling.type") v.v = std::string("llama3");
+    return true;
+  }));
+  EXPECT_NE(msg.find("gemma3.rope.scaling.low_freq_factor"), std::string::npos) << msg;
 }
 
 TEST(ArchLoadErrors, MoeWithoutExpertCountIsRefused) {

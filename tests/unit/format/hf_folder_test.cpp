@@ -1,0 +1,197 @@
+// Hugging Face folders and safetensors: every malformed input is one line naming the
+// file and the thing, never a crash.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+#include "format/hf_folder.h"
+#include "format/safetensors.h"
+#include "model/synthetic_model.h"
+#include "test_util.h"
+
+namespace th {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> safetensors_image(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> out(8 + header.size() + data_bytes, 0);
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  return out;
+}
+
+std::string parse_error(const std::vector<uint8_t>& img, size_t size) {
+  auto r = parse_safetensors(img.data(), size, "x.safetensors");
+  return r.ok() ? "" : r.message();
+}
+
+TEST(Safetensors, ParsesAndRefusesBadHeaders) {
+  const std::string good = R"({"__metadata__": {"format": "pt"}, "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+                               "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]}})";
+  auto img = safetensors_image(good, 32);
+  auto r = parse_safetensors(img.data(), img.size(), "x.safetensors");
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ((*r)[1].type, DType::BF16);
+
+  EXPECT_NE(parse_error(img, 5).find("x.safetensors: truncated safetensors header"), std::string::npos);
+  EXPECT_NE(parse_error(img, 8 + good.size() - 1).find("header length"), std::string::npos);  // past the file
+  auto bad = [](const std::string& h, size_t data) { auto i = safetensors_image(h, data); return parse_error(i, i.size()); };
+  EXPECT_NE(bad("[1, 2]", 0).find("not a JSON object"), std::string::npos);
+  EXPECT_NE(bad("{\"a\": ", 0).find("not a JSON object"), std::string::npos);
+  EXPECT_NE(bad(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 16]}})", 8).find("tensor 'a': data_offsets [0, 16] outside"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 0]}})", 8).find("outside"), std::string::npos);
+  EXPECT_NE(bad(R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8).find("8 bytes for 3 elements"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                    "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12).find("'a' and 'b' overlap"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"a": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 8]}})", 8).find("unknown dtype 'Q4'"), std::string::npos);
+  EXPECT_NE(bad(R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8).find("not a size"), std::string::npos);
+  EXPECT_NE(bad(R"({"a": {"dtype": "F32", "shape": [2]}})", 8).find("data_offsets"), std::string::npos);
+}
+
+// A valid folder of mkmodel's tiny qwen2 (f32), each test breaking one thing.
+class HfFolderErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GgufWriter v;
+    v.add_string("tokenizer.ggml.model", "gpt2");
+    v.add_string("tokenizer.ggml.pre", "llama-bpe");
+    GgufArray tokens, types;
+    tokens.elem_type = GgufType::STRING;
+    types.elem_type = GgufType::INT32;
+    for (int i = 0; i < 64; ++i) {
+      tokens.strings.push_back("t" + std::to_string(i));
+      types.ints.push_back(1);
+    }
+    GgufArray merges;
+    merges.elem_type = GgufType::STRING;
+    v.add_array("tokenizer.ggml.tokens", tokens);
+    v.add_array("tokenizer.ggml.token_type", types);
+    v.add_array("tokenizer.ggml.merges", merges);
+    vocab_bytes_ = v.to_bytes();
+    auto vocab = GgufFile::parse(vocab_bytes_.data(), vocab_bytes_.size());
+    ASSERT_TRUE(vocab.ok()) << vocab.message();
+    SyntheticSpec spec;
+    spec.shape = *synthetic_shape("tiny");
+    spec.type = DType::F32;
+    ASSERT_TRUE(apply_synthetic_arch("qwen2", spec).ok());
+    gguf_ = test::temp_path("hf_err.gguf");
+    dir_ = test::temp_path("hf_err");
+    ASSERT_TRUE(write_synthetic_model(spec, *vocab, gguf_).ok());
+    auto g = GgufFile::open(gguf_);
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(write_hf_folder(*g, dir_, {}).ok());
+    ASSERT_TRUE(open_hf_folder(dir_).ok()) << open_hf_folder(dir_).message();
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    std::remove(gguf_.c_str());
+  }
+  std::string read(const std::string& f) {
+    std::ifstream in(dir_ + "/" + f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  void write(const std::string& f, const std::string& text) { std::ofstream(dir_ + "/" + f, std::ios::binary) << text; }
+  void replace(const std::string& f, const std::string& from, const std::string& to) {
+    std::string s = read(f);
+    const size_t at = s.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    write(f, s.replace(at, from.size(), to));
+  }
+  // Rewrites model.safetensors through `edit` of its tensors.
+  template <class F>
+  void edit_weights(F edit) {
+    auto st = SafetensorsFile::open(dir_ + "/model.safetensors");
+    ASSERT_TRUE(st.ok());
+    std::vector<SafetensorsTensor> t = st->tensors;
+    edit(t);
+    const std::string tmp = dir_ + "/new.safetensors";
+    ASSERT_TRUE(write_safetensors(tmp, t).ok());
+    fs::rename(tmp, dir_ + "/model.safetensors");
+  }
+  std::string error() {
+    auto r = open_hf_folder(dir_);
+    EXPECT_FALSE(r.ok());
+    const std::string m = r.ok() ? "" : r.message();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    return m;
+  }
+  std::vector<uint8_t> vocab_bytes_;
+  std::string gguf_, dir_;
+};
+
+TEST_F(HfFolderErrors, MissingConfig) {
+  fs::remove(dir_ + "/config.json");
+  EXPECT_EQ(error(), dir_ + "/config.json: missing");
+}
+
+TEST_F(HfFolderErrors, BadConfigJson) {
+  write("config.json", "{\"model_type\": ");
+  EXPECT_EQ(error(), dir_ + "/config.json: not a JSON object");
+}
+
+TEST_F(HfFolderErrors, UnknownModelType) {
+  replace("config.json", "\"qwen2\"", "\"gpt_neox\"");
+  EXPECT_NE(error().find("config.json: unsupported model_type 'gpt_neox' (supported: llama, mistral, qwen2, qwen3)"),
+            std::string::npos);
+}
+
+TEST_F(HfFolderErrors, UnsupportedRopeScaling) {
+  replace("config.json", "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})");
+  EXPECT_NE(error().find("config.json: unsupported rope_scaling type 'yarn'"), std::string::npos);
+}
+
+TEST_F(HfFolderErrors, MissingTensor) {
+  edit_weights([](std::vector<SafetensorsTensor>& t) {
+    std::erase_if(t, [](const SafetensorsTensor& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; });
+  });
+  EXPECT_EQ(error(), dir_ + "/model.safetensors: missing tensor 'model.layers.1.mlp.up_proj.weight'");
+}
+
+TEST_F(HfFolderErrors, WrongShape) {
+  replace("config.json", "\"intermediate_size\": 128", "\"intermediate_size\": 96");
+  EXPECT_EQ(error(), dir_ + "/model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], "
+                            "expected [96, 64] (from config.json)");
+}
+
+TEST_F(HfFolderErrors, UnsupportedDtype) {
+  edit_weights([](std::vector<SafetensorsTensor>& t) {
+    for (auto& x : t)
+      if (x.name == "model.norm.weight") x.dtype = "I32";  // the same 4 bytes per element
+  });
+  EXPECT_EQ(error(), dir_ + "/model.safetensors: tensor 'model.norm.weight' has dtype I32 (supported: F32, F16, BF16)");
+}
+
+TEST_F(HfFolderErrors, TruncatedWeights) {
+  std::string s = read("model.safetensors");
+  write("model.safetensors", s.substr(0, 100));
+  EXPECT_NE(error().find("model.safetensors: safetensors header length"), std::string::npos);
+}
+
+TEST_F(HfFolderErrors, BadTokenizerJson) {
+  write("tokenizer.json", "{\"model\": {\"type\": \"Unigram\"}}");
+  EXPECT_EQ(error(), dir_ + "/tokenizer.json: tokenizer model 'Unigram' is not supported (byte-level BPE)");
+  write("tokenizer.json", "not json");
+  EXPECT_EQ(error(), dir_ + "/tokenizer.json: not a JSON object");
+}
+
+TEST_F(HfFolderErrors, IndexNamingAMissingShard) {
+  write("model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors"}})");
+  EXPECT_NE(error().find("model-00002-of-00002.safetensors: cannot open"), std::string::npos);
+  write("model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "../x"}})");
+  EXPECT_NE(error().find("not a file in the folder"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace th

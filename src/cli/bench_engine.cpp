@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "format/gguf.h"
 #include "kv/kv_dtype.h"
+#include "model/encrypted_model.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
 #include "tensor/dtype.h"
@@ -273,7 +274,7 @@ int run_bench_engine(const BenchOptions& o) {
   const DType kv_type = kv_dtype_from_name(o.kv_type).value_or(DType::F32);  // the flag's check allows no other
   Result<std::string> path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.message());
-  Result<GgufFile> file = GgufFile::open(*path);
+  Result<GgufFile> file = open_model(*path, "");  // a GGUF, an encrypted one (refused without a key) or an HF folder
   if (!file.ok()) return fail(file.message());
   std::unique_ptr<Backend> backend = make_bench_backend(o);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
@@ -300,7 +301,7 @@ BenchSubcommand add_bench_engine(CLI::App& bench) {
   BenchOptions& o = *f;
   CLI::App* app = bench.add_subcommand(
       "engine", "The serving engine: prefix reuse, priorities under overload, concurrent streams.");
-  app->add_option("-m,--model", o.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app->add_option("-m,--model", o.model, "GGUF model or Hugging Face folder (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app->add_option("--scenario", o.scenario, "prefix | priority | throughput | all")
       ->check(CLI::IsMember({"prefix", "priority", "throughput", "all"}));
   app->add_option("--prompt-tokens", o.prompt_tokens, "prefix: the repeated prompt's length")->check(CLI::Range(2, 1 << 20));

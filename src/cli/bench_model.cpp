@@ -28,7 +28,7 @@
 #include "engine/generator.h"
 #include "engine/model_bench.h"
 #include "format/gguf.h"
-#include "format/hf_folder.h"
+#include "model/encrypted_model.h"
 #include "model/forward_cost.h"
 #include "model/llama_model.h"
 #include "model/model_path.h"
@@ -460,7 +460,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
 int run_bench_model(const BenchModelFlags& f) {
   Result<std::string> path = resolve_model_path(f.model);
   if (!path.ok()) return fail(path.message());
-  Result<GgufFile> file = is_hf_folder(*path) ? open_hf_folder(*path) : GgufFile::open(*path);
+  Result<GgufFile> file = open_model(*path, "");  // a GGUF or an HF folder
   if (!file.ok()) return fail(file.message());
   BenchModelRun r;
   std::vector<MatrixRead> reads;
@@ -510,7 +510,7 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   auto f = std::make_shared<BenchModelFlags>();
   CLI::App* app = bench.add_subcommand(
       "model", "Prefill and decode tokens/s of a model, and each as a % of the machine's ceiling.");
-  app->add_option("-m,--model", f->model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app->add_option("-m,--model", f->model, "GGUF model or Hugging Face folder (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app->add_option("-t,--threads", f->threads, "threads (probes and backend)")->check(CLI::Range(1, 1024));
   // A string parsed here rather than CLI11's delimiter, which silently drops empty items ("1,,8").
   app->add_option("--batch", f->batch_list, "batched-decode sizes, comma-separated (1 is the decode run)")

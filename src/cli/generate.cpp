@@ -35,7 +35,7 @@ int run_generate(int argc, char** argv) {
   int64_t seed = -1;
   int n_threads = 0;
   std::string key_file, compute_type = "native";
-  app.add_option("-m,--model", model_flag, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app.add_option("-m,--model", model_flag, "GGUF model or Hugging Face folder (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("-p,--prompt", prompt, "prompt text; '' starts from BOS alone");
   app.add_option("-n,--n-predict", opt.max_tokens, "tokens to generate; -1: until end of text or context")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));

@@ -114,7 +114,7 @@ void set_own_cpus(const std::vector<int>& cpus) {
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
 
 void add_serve_flags(CLI::App& app, ServeFlags& f) {
-  app.add_option("-m,--model", f.model, "GGUF model (default: $TOKENHIVE_MODEL, else models/default.gguf)");
+  app.add_option("-m,--model", f.model, "GGUF model or Hugging Face folder (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("--served-model-name", f.served_name, "the model id clients name (default: the file's name without .gguf)");
   app.add_option("--host", f.http.host, "address to listen on")->capture_default_str();
   app.add_option("--port", f.http.port, "port; 0: an ephemeral one (printed)")->check(CLI::Range(0, 65535))->capture_default_str();

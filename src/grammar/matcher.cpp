@@ -127,8 +127,7 @@ void Matcher::start_over() {
   set_bytes_.clear();
   set_ids_.clear();
   steps_.clear();
-  masks_.clear();  // kept by set id, and the ids start over
-  mask_bytes_ = 0;
+  forget_masks(mask_trie_);  // kept by set id, and the ids start over
   Stacks fresh;
   std::vector<uint32_t> chain;
   for (uint32_t top : current) {
@@ -143,11 +142,7 @@ void Matcher::start_over() {
 
 void Matcher::allowed_tokens(const TokenTrie& trie, std::vector<uint64_t>& allowed) {
   if (nodes_.size() > kMaxNodes || sets_.size() > kMaxSets) start_over();
-  if (&trie != mask_trie_) {
-    masks_.clear();
-    mask_bytes_ = 0;
-    mask_trie_ = &trie;
-  }
+  if (&trie != mask_trie_) forget_masks(&trie);
   if (auto kept = masks_.find(state_); kept != masks_.end()) {
     allowed = kept->second;
     return;
@@ -161,6 +156,12 @@ void Matcher::allowed_tokens(const TokenTrie& trie, std::vector<uint64_t>& allow
     masks_.emplace(state_, allowed);
     mask_bytes_ += words * 8;
   }
+}
+
+void Matcher::forget_masks(const TokenTrie* trie) {
+  masks_.clear();
+  mask_bytes_ = 0;
+  mask_trie_ = trie;
 }
 
 void Matcher::walk(const TokenTrie& trie, const TokenTrie::Node& node, uint32_t set, std::vector<uint64_t>& allowed) {

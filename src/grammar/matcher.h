@@ -67,6 +67,7 @@ class Matcher {
   uint32_t step(uint32_t set, uint8_t byte);
   void walk(const TokenTrie& trie, const TokenTrie::Node& node, uint32_t set, std::vector<uint64_t>& allowed);
   void start_over();
+  void forget_masks(const TokenTrie* trie);  // no kept mask; the next ones are for `trie`
 
   std::shared_ptr<const Grammar> g_;
   std::vector<Node> nodes_;

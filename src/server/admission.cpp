@@ -34,11 +34,7 @@ std::optional<Refusal> Admission::admit(Call& c, int64_t pending, ApiClock::time
     const int64_t estimate = token_estimate(c);
     RateLimiter::Decision d = rate_limiter_->admit(*c.key, estimate, now);
     if (!d.allowed)
-      return Refusal{429,
-                     http::ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
-                                        d.retry_after.count(), " s"),
-                                    "", std::nullopt, std::string("rate_limit_exceeded")},
-                     "rate_limited", d.retry_after};
+      return Refusal{429, rate_limit_error(d), "rate_limited", d.retry_after};
     c.token_estimate = estimate;
   }
   return std::nullopt;

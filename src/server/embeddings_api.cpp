@@ -389,10 +389,7 @@ void EmbeddingService::handle(const http::HttpRequest& r, http::ResponseWriter w
   if (key && impl_->o.rate_limiter) {  // the exact cost is known: nothing to settle later
     RateLimiter::Decision d = impl_->o.rate_limiter->admit(*key, job->prompt_tokens, std::chrono::steady_clock::now());
     if (!d.allowed) {
-      http::HttpResponse limited = http::error_response(
-          429, http::ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
-                                  d.retry_after.count(), " s"),
-                              "", std::nullopt, std::string("rate_limit_exceeded")});
+      http::HttpResponse limited = http::error_response(429, rate_limit_error(d));
       http::set_retry_after(limited, d.retry_after);
       refuse(std::move(limited), "rate_limited");
       return;

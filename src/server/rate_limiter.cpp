@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/status.h"
+
 namespace th::server {
 namespace {
 
@@ -45,6 +47,12 @@ std::string_view limit_name(RateLimiter::Limit limit) {
     case RateLimiter::Limit::Tokens: return "tokens per minute";
   }
   return "?";
+}
+
+http::ApiError rate_limit_error(const RateLimiter::Decision& d) {
+  return http::ApiError{cat("rate limit reached for this key: ", limit_name(d.limit), " per minute; retry in ",
+                            d.retry_after.count(), " s"),
+                        "", std::nullopt, std::string("rate_limit_exceeded")};
 }
 
 RateLimiter::KeyBuckets& RateLimiter::buckets_for(const ApiKey& key, Clock::time_point now) {

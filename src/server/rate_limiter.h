@@ -27,6 +27,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "http/http_response.h"
 #include "server/api_keys.h"
 
 namespace th::server {
@@ -80,5 +81,9 @@ class RateLimiter {
 
 /// @brief "requests per minute", "tokens per minute", "none".
 std::string_view limit_name(RateLimiter::Limit limit);
+
+/// @brief The 429's error for a denied decision (code rate_limit_exceeded; the caller adds
+/// Retry-After from d.retry_after): one wording for generations and embeddings.
+http::ApiError rate_limit_error(const RateLimiter::Decision& d);
 
 }  // namespace th::server

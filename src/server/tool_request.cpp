@@ -100,6 +100,11 @@ std::optional<http::ApiError> read_message_calls(Json& calls, const std::string&
   return std::nullopt;
 }
 
+// A tool a demanded call may name: any, or the named one.
+bool may_call(const ToolRequest& r, const Json& tool) {
+  return r.choice != ToolChoice::Named || tool["function"]["name"] == r.named;
+}
+
 }  // namespace
 
 std::vector<std::string> ToolRequest::callable() const {
@@ -143,7 +148,7 @@ std::optional<Json> tool_call_schema(const ToolRequest& r, const std::string& ar
   };
   Json any = Json::array();
   for (const Json& t : r.tools)
-    if (r.choice != ToolChoice::Named || t["function"]["name"] == r.named) any.push_back(call_schema(t["function"]));
+    if (may_call(r, t)) any.push_back(call_schema(t["function"]));
   return any.size() == 1 ? any[0] : Json{{"anyOf", any}};
 }
 
@@ -155,8 +160,7 @@ std::variant<std::optional<std::string>, http::ApiError> tool_call_gbnf(const To
   options.root = "call";
   options.strict = true;
   for (const Json& t : r.tools)
-    if (r.choice != ToolChoice::Named || t["function"]["name"] == r.named)
-      options.strict = options.strict && t["function"].value("strict", false);
+    if (may_call(r, t)) options.strict = options.strict && t["function"].value("strict", false);
   Result<std::string> call = grammar::json_schema_to_gbnf(*schema, options);
   if (!call.ok()) {  // name the function whose parameters did not compile
     for (size_t i = 0; i < r.tools.size(); ++i) {

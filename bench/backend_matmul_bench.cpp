@@ -6,6 +6,10 @@
 //   per second of wall time on k threads. Compare with BM_Matmul/<type>/avx2/
 //   <rows>x<cols>/t<n> (one kernel call on one thread, CPU time): k times that
 //   is what the split could reach.
+//
+// The weights are prepared as a model load prepares them (Backend::prepare_weight: Q4_0 and
+// Q8_0 repacked for the kernels); TOKENHIVE_REPACK=0 runs the file's layout instead, so the
+// two are compared by running the binary twice.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -36,7 +40,7 @@ void BM_BackendMatmul(benchmark::State& state, DType type, int64_t rows, int64_t
   }
   std::vector<float> x(static_cast<size_t>(n_tokens * cols)), y(static_cast<size_t>(n_tokens * rows));
   for (float& v : x) v = g(rng);
-  const th::WeightView wv{type, rows, cols, w.data()};
+  const th::WeightView wv = backend->prepare_weight(th::WeightView{type, rows, cols, w.data()});
   for (auto _ : state) {
     backend->matmul(wv, x.data(), y.data(), n_tokens);
     benchmark::ClobberMemory();
@@ -49,7 +53,7 @@ const bool registered = [] {
   const int64_t shapes[][2] = {{2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
   for (DType t : {DType::Q4_0, DType::Q8_0})
     for (const auto& s : shapes)
-      for (int64_t n : {8, 32, 64})
+      for (int64_t n : {1, 8, 32, 64})
         for (int threads : {1, 2}) {
           const std::string name = "BM_BackendMatmul/" + std::string(th::dtype_name(t)) + "/" +
                                    std::to_string(s[0]) + "x" + std::to_string(s[1]) + "/t" + std::to_string(n) +

@@ -24,6 +24,9 @@ struct WeightView {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
+  /// The same matrix in the layout the backend's kernels want (Backend::prepare_weight), or
+  /// null. Only the backend that made it reads it; a view of part of a matrix has none.
+  const void* packed = nullptr;
 };
 
 /// @brief Rotary position embedding parameters.
@@ -78,6 +81,13 @@ class Backend {
   virtual void copy_to_host(const void* src, void* host_dst, size_t bytes) { std::memcpy(host_dst, src, bytes); }
   virtual void copy_from_host(const void* host_src, void* dst, size_t bytes) { std::memcpy(dst, host_src, bytes); }
 
+  /// w with its `packed` copy, when this backend's kernels want the matrix rearranged once at
+  /// load rather than on every product (the CPU backend's Q4_0, Q8_0 and IQ4_NL kernels); w
+  /// unchanged otherwise. The copy lives as long as the backend; data is never written.
+  virtual WeightView prepare_weight(const WeightView& w) { return w; }
+  /// Bytes this backend holds in prepared copies of weights (prepare_weight).
+  virtual size_t prepared_weight_bytes() const { return 0; }
+
   /// y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens (x: n_tokens x cols, y: n_tokens x rows).
   virtual void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) = 0;
   /// out[t] = row ids[t] of w, as f32.
@@ -128,6 +138,9 @@ struct CpuBackendOptions {
   int n_threads = 0;            // 0: one per physical core this process may run on (as llama.cpp)
   bool pin = false;             // bind worker i to the i-th CPU of the process's affinity mask
   std::optional<cpu::Isa> isa;  // unset: cpu::best_isa(); must be one of cpu::available_isas()
+  /// Repack the weights whose kernels want it at load (prepare_weight): a second copy of those
+  /// matrices in memory. Also off when $TOKENHIVE_REPACK is 0.
+  bool repack_weights = true;
 };
 
 /// @brief The fast CPU backend: a thread pool, the matmul kernels of `isa` (dequantize-and-dot

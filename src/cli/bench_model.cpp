@@ -246,6 +246,7 @@ struct IsaRun {
   cpu::Isa isa{};
   std::string backend_name;
   std::map<std::string, std::string> kernels;  // weight type -> the kernel the backend runs
+  size_t repacked_bytes = 0;                   // weights the backend repacked at load
   Speed prefill;
   std::map<int64_t, Speed> decode;   // by context (positions before the first timed token)
   std::map<int64_t, Speed> batched;  // by batch, at the first context
@@ -316,6 +317,7 @@ Json run_json(const BenchModelFlags& f, const BenchModelRun& r, const IsaRun& ru
   j["isa"] = cpu::isa_name(run.isa);
   j["backend"] = run.backend_name;
   j["kernels"] = run.kernels;
+  j["repacked_weight_bytes"] = run.repacked_bytes;
   j["prefill_tokens_per_s"] = run.prefill.median;
   j["prefill_ceiling_tokens_per_s"] = number_or_null(prefill_ceiling);
   j["prefill_pct_of_ceiling"] = number_or_null(pct(run.prefill.median, prefill_ceiling));
@@ -426,8 +428,14 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
   IsaRun run;
   run.isa = isa;
   run.backend_name = std::string(backend.name());
-  for (const MatrixRead& mr : reads)
-    if (!mr.lookup) run.kernels[std::string(dtype_name(mr.type))] = cpu::describe_matmul_kernel(mr.type, isa);
+  run.repacked_bytes = backend.prepared_weight_bytes();
+  for (const MatrixRead& mr : reads) {
+    if (mr.lookup) continue;
+    std::string& k = run.kernels[std::string(dtype_name(mr.type))];
+    k = cpu::describe_matmul_kernel(mr.type, isa);
+    const cpu::MatmulKernel* mk = cpu::select_matmul_kernel(mr.type, isa);
+    if (run.repacked_bytes > 0 && mk && mk->pack_rows) k += " (packed weights)";
+  }
   progress("isa %s", std::string(cpu::isa_name(isa)).c_str());
   // One untimed token first: the weights' pages come in from the file here, not in a timed run.
   TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed, type).status());

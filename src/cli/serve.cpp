@@ -295,6 +295,22 @@ Result<std::unique_ptr<cluster::CellMembership>> join_cluster(const ServeFlags& 
   return cluster::CellMembership::start(mo);
 }
 
+// The HTTP options from the flags, and the checks across flags; false (said on stderr) when
+// they do not go together.
+bool settle_flags(ServeFlags& f) {
+  f.http.header_timeout = ms(f.header_timeout);
+  f.http.body_timeout = ms(f.body_timeout);
+  f.http.idle_timeout = ms(f.idle_timeout);
+  f.http.cors_origins = http::parse_cors_origins(f.cors_origins);
+  raise_fd_limit();
+  if (f.max_num_batched_tokens < f.max_num_seqs) {
+    std::fprintf(stderr, "tokenhive serve: --max-num-batched-tokens (%lld) must be at least --max-num-seqs (%lld)\n",
+                 static_cast<long long>(f.max_num_batched_tokens), static_cast<long long>(f.max_num_seqs));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int run_serve(int argc, char** argv) {
@@ -305,16 +321,7 @@ int run_serve(int argc, char** argv) {
   add_serve_flags(app, f);
   env_for_every_flag(app);
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
-  f.http.header_timeout = ms(f.header_timeout);
-  f.http.body_timeout = ms(f.body_timeout);
-  f.http.idle_timeout = ms(f.idle_timeout);
-  f.http.cors_origins = http::parse_cors_origins(f.cors_origins);
-  raise_fd_limit();
-  if (f.max_num_batched_tokens < f.max_num_seqs) {
-    std::fprintf(stderr, "tokenhive serve: --max-num-batched-tokens (%lld) must be at least --max-num-seqs (%lld)\n",
-                 static_cast<long long>(f.max_num_batched_tokens), static_cast<long long>(f.max_num_seqs));
-    return 2;
-  }
+  if (!settle_flags(f)) return 2;
 
   Result<std::string> path = resolve_model_path(f.model);
   if (!path.ok()) return fail(path.message());
@@ -361,6 +368,9 @@ int run_serve(int argc, char** argv) {
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, f.max_model_len);
   if (!model.ok()) return fail(model.message());
+  if (size_t b = backend->prepared_weight_bytes(); b > 0)
+    std::fprintf(stderr, "tokenhive serve: repacked %.2f GB of weights for the kernels (TOKENHIVE_REPACK=0: off)\n",
+                 static_cast<double>(b) / 1e9);
 
   std::string list_error;
   std::optional<std::vector<ComputeType>> types = parse_compute_type_list(f.compute_types, &list_error);

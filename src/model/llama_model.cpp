@@ -140,8 +140,11 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend&
     if (c.n_expert == 0) {
       TH_ASSIGN_OR_RETURN(L.w_down, matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
     }
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router})
+      if (w->data) *w = backend.prepare_weight(*w);
     m->layers_.push_back(L);
   }
+  m->output_ = backend.prepare_weight(m->output_);
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <new>
@@ -62,6 +63,11 @@ constexpr std::align_val_t kAlign{64};  // a cache line; also what AVX-512 loads
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+bool env_is_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
 // A growable byte buffer on a cache-line boundary. The prepared Q4_0 activations are read
 // 32 bytes at a time at offsets that stay within a line only from a 64-byte boundary: from
 // a std::vector's 16, half the loads straddle two lines and the batch-32 kernel ran 20%
@@ -91,7 +97,8 @@ class CpuBackend final : public Backend {
         ops_(&cpu::vec_ops(isa_)),
         pool_(o.n_threads > 0 ? o.n_threads : allowed_physical_cores(), o.pin),
         weight_scratch_(static_cast<size_t>(pool_.size())),
-        attention_scratch_(static_cast<size_t>(pool_.size())) {
+        attention_scratch_(static_cast<size_t>(pool_.size())),
+        repack_(o.repack_weights && !env_is_zero("TOKENHIVE_REPACK")) {
     const std::vector<Isa>& have = cpu::available_isas();
     if (std::find(have.begin(), have.end(), isa_) == have.end()) {
       std::fprintf(stderr, "tokenhive: the CPU backend was asked for ISA %s, which this CPU lacks\n",
@@ -112,6 +119,26 @@ class CpuBackend final : public Backend {
   void read(const float* src, float* dst, int64_t n) override {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
   }
+
+  WeightView prepare_weight(const WeightView& w) override {
+    const cpu::MatmulKernel* k = cpu::select_matmul_kernel(w.type, isa_);
+    if (!repack_ || !k || !k->pack_rows || w.packed || w.rows <= 0 || w.cols % dtype_info(k->act).block_size != 0)
+      return w;
+    const size_t w_rb = row_bytes(w.type, w.cols);
+    const size_t bytes = w_rb * static_cast<size_t>(w.rows);
+    AlignedBytes& copy = packed_weights_.emplace_back();
+    uint8_t* out = copy.reserve(bytes);
+    const auto* in = static_cast<const uint8_t*>(w.data);
+    const int64_t per = chunk_rows(w.rows, w_rb, 1);
+    parallel_chunks(ceil_div(w.rows, per), [&](int64_t c, int) {
+      k->pack_rows(in, w_rb, w.cols, c * per, std::min(w.rows, (c + 1) * per), out);
+    });
+    packed_bytes_ += bytes;
+    WeightView v = w;
+    v.packed = out;
+    return v;
+  }
+  size_t prepared_weight_bytes() const override { return packed_bytes_; }
 
   void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) override {
     if (n_tokens <= 0 || w.rows <= 0) return;
@@ -311,11 +338,13 @@ class CpuBackend final : public Backend {
         if (prepare) k.prepare(a, w.cols, prep + static_cast<size_t>(t) * prep_rb);
       }
     });
-    const auto gemm = prepare ? k.gemm_prepared : k.gemm;
+    // Packed weights (prepare_weight) come with a packed gemm; the file's layout otherwise.
+    const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr;
+    const auto gemm = packed ? k.gemm_packed : prepare ? k.gemm_prepared : k.gemm;
     const uint8_t* in = prepare ? prep : act;
     const size_t in_rb = prepare ? prep_rb : act_rb;
     const size_t w_rb = row_bytes(w.type, w.cols);
-    const auto* base = static_cast<const uint8_t*>(w.data);
+    const auto* base = static_cast<const uint8_t*>(packed ? w.packed : w.data);
     const int64_t per = chunk_rows(w.rows, w_rb, n);
     parallel_chunks(ceil_div(w.rows, per), [&](int64_t c, int) {
       const int64_t r0 = c * per, r1 = std::min(w.rows, r0 + per);
@@ -359,6 +388,9 @@ class CpuBackend final : public Backend {
   std::vector<cpu::AttentionScratch> attention_scratch_;      // per thread
   std::vector<uint8_t> act_;                                  // activations in the kernel's format
   AlignedBytes prepared_;                                     // and prepared, for kernels with a prepare step
+  bool repack_ = true;                                        // CpuBackendOptions::repack_weights
+  std::deque<AlignedBytes> packed_weights_;                   // prepare_weight's copies
+  size_t packed_bytes_ = 0;
   cpu::RopeCache rope_cache_;
 };
 

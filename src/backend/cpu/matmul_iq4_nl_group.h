@@ -45,8 +45,20 @@ struct IQ4_NLGroup : GroupLayout<Vec256, 160> {
                                     static_cast<char>(kIq4Values[14] + k), static_cast<char>(kIq4Values[15] + k));
     return _mm256_broadcastsi128_si256(t);
   }
-  static Regs load(const uint8_t* g) {
-    const typename Q4::Regs nib = Q4::load(g);
+  static Regs load(const uint8_t* g) { return levels(Q4::load(g)); }
+  // The packed layout is q4_0's: the same nibbles, looked up after the load.
+  static constexpr int kImageBytes = Q4::kImageBytes;
+  static void write_image(const uint8_t* g, uint8_t* img) { Q4::write_image(g, img); }
+  static Regs from_image(const uint8_t* img) { return levels(Q4::from_image(img)); }
+#ifdef __AVX512F__
+  static void from_image512(const uint8_t* img, __m512i (&w)[4]) {
+    static_assert(kVnni, "Group8 runs the VNNI trait");
+    Q4::from_image512(img, w);
+    const __m512i t = _mm512_broadcast_i32x4(_mm256_castsi256_si128(table()));
+    for (int k = 0; k < 4; ++k) w[k] = _mm512_shuffle_epi8(t, w[k]);
+  }
+#endif
+  static Regs levels(const typename Q4::Regs& nib) {
     const __m256i t = table();
     Regs r;
     for (int k = 0; k < 4; ++k) {

@@ -56,6 +56,18 @@ struct MatmulKernel {
   void (*gemm_prepared)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                         const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
                         int64_t y_stride) = nullptr;
+
+  // Optional (both or none, and only with the prepare hooks): weights repacked once, at load
+  // (CpuBackend::prepare_weight), into the layout the tiles want, so that no product
+  // rearranges weight bytes again. A packed matrix has the file's size and row offsets.
+  /// Rows [r0, r1) of W (cols elements, w_row_bytes apart) -> their packed form at the same
+  /// offsets from out.
+  void (*pack_rows)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                    uint8_t* out) = nullptr;
+  /// gemm_prepared on packed weights; the same results, bit for bit.
+  void (*gemm_packed)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                      const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
+                      int64_t y_stride) = nullptr;
 };
 
 /// @brief The kernel for weights of `weight` type at `isa`, or nullptr when there is none

@@ -37,18 +37,47 @@ struct Q4_0Group : GroupLayout<Vec256, 160> {
   struct Regs {
     __m256i w[4];
   };
-  static Regs load(const uint8_t* g) {
+  // The group's nibbles as two registers a (qs[0..7] of b0, b2 | b1, b3) and b (qs[8..15]).
+  static void nibbles(const uint8_t* g, __m256i& a, __m256i& b) {
     // [b0.qs | b1.qs] from two overlapping 32-byte loads (the second starts 16 bytes before
     // b1.qs, inside the group), likewise [b2.qs | b3.qs]; vpblendd is a 4-per-cycle op, where
     // vinserti128 runs at 1 per cycle.
     const __m256i v01 = _mm256_blend_epi32(loadu(g + 2), loadu(g + kBytes + 2 - 16), 0xF0);
     const __m256i v23 = _mm256_blend_epi32(loadu(g + 2 * kBytes + 2), loadu(g + 3 * kBytes + 2 - 16), 0xF0);
-    const __m256i a = _mm256_unpacklo_epi64(v01, v23);  // qs[0..7] of b0, b2 | b1, b3
-    const __m256i b = _mm256_unpackhi_epi64(v01, v23);  // qs[8..15]
+    a = _mm256_unpacklo_epi64(v01, v23);
+    b = _mm256_unpackhi_epi64(v01, v23);
+  }
+  static Regs split(__m256i a, __m256i b) {
     const __m256i m = _mm256_set1_epi8(0x0F);
     return {{_mm256_and_si256(a, m), _mm256_and_si256(_mm256_srli_epi16(a, 4), m), _mm256_and_si256(b, m),
              _mm256_and_si256(_mm256_srli_epi16(b, 4), m)}};
   }
+  static Regs load(const uint8_t* g) {
+    __m256i a, b;
+    nibbles(g, a, b);
+    return split(a, b);
+  }
+  // The packed layout (act_q8_groups.h, Packed): a then b, 64 bytes; load is then two
+  // loads, two shifts and four ands, where the file's layout costs four more loads, two
+  // blends and two unpacks.
+  static constexpr int kImageBytes = 64;
+  static void write_image(const uint8_t* g, uint8_t* img) {
+    __m256i a, b;
+    nibbles(g, a, b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(img), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(img + 32), b);
+  }
+  static Regs from_image(const uint8_t* img) { return split(loadu(img), loadu(img + 32)); }
+#ifdef __AVX512F__
+  // Group8's image: two images interleaved 32 bytes at a time, so [a | a'] and [b | b'].
+  static void from_image512(const uint8_t* img, __m512i (&w)[4]) {
+    const __m512i a = _mm512_loadu_si512(img), b = _mm512_loadu_si512(img + 64), m = _mm512_set1_epi8(0x0F);
+    w[0] = _mm512_and_si512(a, m);
+    w[1] = _mm512_and_si512(_mm512_srli_epi16(a, 4), m);
+    w[2] = _mm512_and_si512(b, m);
+    w[3] = _mm512_and_si512(_mm512_srli_epi16(b, 4), m);
+  }
+#endif
   static __m256i dot(const Regs& r, const uint8_t* a) {
     if constexpr (kVnni) {
       return dot_vnni(r.w, a, kCorrOffset);

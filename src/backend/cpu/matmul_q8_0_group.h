@@ -37,24 +37,48 @@ struct Q8_0Group : GroupLayout<Vec256, kVnni ? 160 : 128> {
     __m256i w[4];  // VNNI: w + 128
     __m256i a[4];  // AVX2: |w|
   };
-  static Regs load(const uint8_t* g) {
+  // The group's bytes in the registers' order (VNNI: + 128, the unsigned operand).
+  static void image(const uint8_t* g, __m256i (&w)[4]) {
     const __m256i b0 = loadu(g + 2), b1 = loadu(g + kBytes + 2), b2 = loadu(g + 2 * kBytes + 2),
                   b3 = loadu(g + 3 * kBytes + 2);
     const __m256i t0 = _mm256_unpacklo_epi32(b0, b1), t1 = _mm256_unpackhi_epi32(b0, b1);
     const __m256i t2 = _mm256_unpacklo_epi32(b2, b3), t3 = _mm256_unpackhi_epi32(b2, b3);
-    Regs r;
-    r.w[0] = _mm256_unpacklo_epi64(t0, t2);  // elements 0-3 | 16-19 of b0..b3
-    r.w[1] = _mm256_unpackhi_epi64(t0, t2);  // 4-7 | 20-23
-    r.w[2] = _mm256_unpacklo_epi64(t1, t3);  // 8-11 | 24-27
-    r.w[3] = _mm256_unpackhi_epi64(t1, t3);  // 12-15 | 28-31
-    for (int k = 0; k < 4; ++k) {
-      if constexpr (kVnni)
-        r.w[k] = _mm256_xor_si256(r.w[k], _mm256_set1_epi8(-128));
-      else
-        r.a[k] = _mm256_abs_epi8(r.w[k]);
-    }
+    w[0] = _mm256_unpacklo_epi64(t0, t2);  // elements 0-3 | 16-19 of b0..b3
+    w[1] = _mm256_unpackhi_epi64(t0, t2);  // 4-7 | 20-23
+    w[2] = _mm256_unpacklo_epi64(t1, t3);  // 8-11 | 24-27
+    w[3] = _mm256_unpackhi_epi64(t1, t3);  // 12-15 | 28-31
+    if constexpr (kVnni)
+      for (int k = 0; k < 4; ++k) w[k] = _mm256_xor_si256(w[k], _mm256_set1_epi8(-128));
+  }
+  static Regs finish(Regs r) {
+    if constexpr (!kVnni)
+      for (int k = 0; k < 4; ++k) r.a[k] = _mm256_abs_epi8(r.w[k]);
     return r;
   }
+  static Regs load(const uint8_t* g) {
+    Regs r;
+    image(g, r.w);
+    return finish(r);
+  }
+  // The packed layout (act_q8_groups.h, Packed): the four registers as image() leaves them;
+  // load is then four loads (VNNI), where the file's layout costs eight unpacks and four xors more.
+  static constexpr int kImageBytes = 128;
+  static void write_image(const uint8_t* g, uint8_t* img) {
+    __m256i w[4];
+    image(g, w);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(img + 32 * k), w[k]);
+  }
+  static Regs from_image(const uint8_t* img) {
+    Regs r;
+    for (int k = 0; k < 4; ++k) r.w[k] = loadu(img + 32 * k);
+    return finish(r);
+  }
+#ifdef __AVX512F__
+  static void from_image512(const uint8_t* img, __m512i (&w)[4]) {
+    static_assert(kVnni, "Group8 runs the VNNI trait");
+    for (int k = 0; k < 4; ++k) w[k] = _mm512_loadu_si512(img + 64 * k);
+  }
+#endif
   static __m256i dot(const Regs& r, const uint8_t* a) {
     if constexpr (kVnni) {
       return dot_vnni(r.w, a, kCorrOffset);

@@ -222,7 +222,8 @@ TEST_P(MatmulKernelTest, EmptyRangeWritesNothing) {
 }
 
 // The prepare hook (optional, all three functions or none): preparing the rows once and
-// running gemm_prepared on them gives gemm's results bit for bit, on odd shapes, row
+// running gemm_prepared on them gives gemm's results bit for bit, and so do packed weights
+// (pack_rows, gemm_packed), on odd shapes, row
 // ranges not starting at 0, prepared rows further apart than their contents, and token
 // counts on both sides of the tile and of a token panel.
 TEST_P(MatmulKernelTest, PreparedPathMatchesGemm) {
@@ -230,6 +231,8 @@ TEST_P(MatmulKernelTest, PreparedPathMatchesGemm) {
   const bool any = k.prepared_row_bytes || k.prepare || k.gemm_prepared;
   const bool all = k.prepared_row_bytes && k.prepare && k.gemm_prepared;
   ASSERT_EQ(any, all) << "a kernel has all three prepare functions or none";
+  ASSERT_EQ(k.pack_rows != nullptr, k.gemm_packed != nullptr) << "a kernel packs weights with both functions or none";
+  ASSERT_TRUE(k.pack_rows == nullptr || all) << "packed weights come with the prepare step";
   if (!all) GTEST_SKIP() << "this kernel has no prepare step";
   std::mt19937 rng(11);
   for (int64_t rows : {1, 9, 70}) {
@@ -249,6 +252,18 @@ TEST_P(MatmulKernelTest, PreparedPathMatchesGemm) {
         for (size_t i = 0; i < y.size(); ++i) {
           const bool same = std::isnan(want[i]) ? std::isnan(y[i]) : y[i] == want[i];
           if (!same && ++bad <= 5) ADD_FAILURE() << "element " << i << ": " << y[i] << " vs gemm " << want[i];
+        }
+        if (!k.pack_rows) continue;
+        // Packed weights (only the rows in range are packed; the rest of the copy is junk the
+        // kernel must not read): gemm's results again, bit for bit.
+        std::vector<uint8_t> packed(p.w.size(), 0xEE);
+        k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data());
+        std::vector<float> yp(y.size(), std::numeric_limits<float>::quiet_NaN());
+        k.gemm_packed(packed.data(), p.w_row_bytes, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, yp.data(),
+                      p.y_stride);
+        for (size_t i = 0; i < yp.size(); ++i) {
+          const bool same = std::isnan(want[i]) ? std::isnan(yp[i]) : yp[i] == want[i];
+          if (!same && ++bad <= 5) ADD_FAILURE() << "packed, element " << i << ": " << yp[i] << " vs gemm " << want[i];
         }
       }
     }

@@ -229,6 +229,29 @@ async function cluster(ctx) {
   await page.close();
 }
 
+// The dashboard's arithmetic on a page of known values: the parser (escapes, +Inf) and the
+// quantile, worked by hand as Prometheus' histogram_quantile does it.
+async function dashboardArithmetic() {
+  const { parsePrometheus, buckets, quantile, total } = await import("../../web/src/common.js");
+  const m = parsePrometheus([
+    "# HELP h a histogram", "# TYPE h histogram",
+    'h_bucket{le="0.1"} 10', 'h_bucket{le="0.2"} 30', 'h_bucket{le="+Inf"} 40', "h_count 40",
+    'c{tenant="a \\\"b\\\" c",outcome="stop"} 3', 'c{tenant="x",outcome="stop"} 4.5',
+  ].join("\n"));
+  check(total(m, "c") === 7.5 && total(m, "c", { tenant: 'a "b" c' }) === 3, "label escapes parsed");
+  // p50: rank 20 of 40 lies in (0.1, 0.2] holding 20, 10 below: 0.1 + 0.1 * (10 / 20) = 0.15.
+  const q50 = quantile(0.5, buckets(m, "h"));
+  // p90: rank 36 falls in +Inf: the highest finite bound, 0.2.
+  const q90 = quantile(0.9, buckets(m, "h"));
+  const before = new Map([["0.1", 10], ["0.2", 10], ["+Inf", 10]]);
+  // Since `before`: 0, 20, 30 -> p50 rank 15 in (0.1, 0.2]: 0.1 + 0.1 * 15/20 = 0.175.
+  const q50since = quantile(0.5, buckets(m, "h"), before);
+  check(Math.abs(q50 - 0.15) < 1e-12 && q90 === 0.2 && Math.abs(q50since - 0.175) < 1e-12,
+        `quantiles ${q50} ${q90} ${q50since}`);
+  check(Number.isNaN(quantile(0.5, buckets(m, "h"), buckets(m, "h"))), "no observations: NaN");
+  ok("dashboard arithmetic: Prometheus text parsed, quantiles as histogram_quantile");
+}
+
 const profile = mkdtempSync(join(tmpdir(), "tokenhive-chromium-"));
 let ctx;
 let code = 0;
@@ -241,6 +264,7 @@ try {
       "--disable-background-networking", "--disable-component-update", "--disable-sync"],
     viewport: { width: 1280, height: 900 },
   });
+  await dashboardArithmetic();
   await playground(ctx);
   await dashboard(ctx);
   await cluster(ctx);

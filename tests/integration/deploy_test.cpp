@@ -111,7 +111,11 @@ class PrometheusProcess {
   std::string log() const { return test::slurp(dir_ + "/log"); }
   /// @brief GET PATH: the body as JSON; null while prometheus is not up (yet).
   json get(const std::string& path) const {
-    Result<std::unique_ptr<client::HttpClient>> c = client::HttpClient::create("http://127.0.0.1:" + std::to_string(port_));
+    // No retries: until its storage is open prometheus answers 503, which the client would
+    // retry with backoff (5 s); the test polls every 100 ms instead.
+    client::HttpClientOptions o;
+    o.retry.max_attempts = 1;
+    Result<std::unique_ptr<client::HttpClient>> c = client::HttpClient::create("http://127.0.0.1:" + std::to_string(port_), o);
     if (!c.ok()) return json();
     Result<client::Response> r = (*c)->request("GET", path);
     return r.ok() ? json::parse(r->body, nullptr, false) : json();
@@ -157,6 +161,8 @@ TEST(Deploy, PrometheusScrapesACellAndARouter) {
   PrometheusProcess prom(config_path);
 
   // Both scraped, and the series there: the requests the router finished and the cell ran.
+  // About 5 s: prometheus' discovery manager hands the scrapers their first targets after its
+  // 5-s update throttle (not a flag in 2.42); the scrapes themselves are every 250 ms.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   double up = 0, routed = 0, ran = 0;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -164,7 +170,7 @@ TEST(Deploy, PrometheusScrapesACellAndARouter) {
     routed = first_value(prom.query("sum(tokenhive_router_requests_total{job=\"tokenhive-router\", outcome=\"ok\"})"));
     ran = first_value(prom.query("sum(tokenhive_requests_total{job=\"tokenhive-cell\"})"));
     if (up == 2 && routed == 3 && ran == 3) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(up, 2) << prom.log();
   EXPECT_EQ(routed, 3) << prom.log();

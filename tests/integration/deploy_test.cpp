@@ -5,11 +5,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -53,6 +56,45 @@ TEST(Deploy, SystemdUnitsVerify) {
     EXPECT_NE(text.find("Type=notify"), std::string::npos) << unit;
     std::filesystem::remove_all(dir);
   }
+}
+
+// Type=notify as systemd runs it: $NOTIFY_SOCKET names a datagram socket; READY=1 comes once
+// the verb is ready, STOPPING=1 when SIGTERM starts the drain.
+TEST(Deploy, ServeAndRouterNotifySystemd) {
+  const std::string name = test::temp_path("notify.sock");
+  ::unlink(name.c_str());
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(name.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, name.data(), name.size());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  auto next = [fd] {
+    char buf[256];
+    for (int i = 0; i < 500; ++i) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) return std::string(buf, static_cast<size_t>(n));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::string();
+  };
+  ::setenv("NOTIFY_SOCKET", name.c_str(), 1);  // the children inherit it
+  {
+    ServeProcess cell({"-m", stories(), "-t", "1", "--kv-cache-mib", "16"});
+    ServeProcess router("router", {"--cell", cell.url()}, 30);
+    ::unsetenv("NOTIFY_SOCKET");
+    ASSERT_TRUE(cell.ok()) << cell.log();
+    ASSERT_TRUE(router.ok()) << router.log();
+    EXPECT_EQ(next(), "READY=1");
+    EXPECT_EQ(next(), "READY=1");
+    EXPECT_EQ(cell.stop(), 0);
+    EXPECT_EQ(next(), "STOPPING=1");
+    EXPECT_EQ(router.stop(), 0);
+    EXPECT_EQ(next(), "STOPPING=1");
+  }
+  ::unsetenv("NOTIFY_SOCKET");
+  ::close(fd);
+  ::unlink(name.c_str());
 }
 
 TEST(Deploy, AlertRulesAndScrapeConfigPassPromtool) {

@@ -12,6 +12,11 @@ PACKAGES=(
   # etcd: the discovery tests (tests/integration/etcd_test.cpp) start their own
   # on ephemeral ports; a daemon the package may start is not used.
   etcd-server
+  # The web UI's browser test (tests/browser/web_ui.mjs, playwright-core drives it headless;
+  # it never downloads a browser of its own).
+  chromium
+  # systemd-analyze verify on deploy/systemd/ (tests/integration/deploy_test.cpp).
+  systemd
 )
 
 missing=()
@@ -26,9 +31,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# promtool checks the /metrics page (tests/unit/server/serving_metrics_test.cpp); Debian
-# packages it in prometheus. Without its recommends (node exporter and the like): only the
-# tool is needed, and the server it brings is not started.
+# promtool checks the /metrics page (tests/unit/server/serving_metrics_test.cpp) and
+# deploy/prometheus/; the prometheus server scrapes a cell and a router in
+# tests/integration/deploy_test.cpp (its own, on an ephemeral port). Debian packages both in
+# prometheus; without its recommends (node exporter and the like). A daemon the package may
+# start is not used.
 if ! command -v promtool >/dev/null; then
   echo "setup: installing prometheus (for promtool)"
   SUDO=""
@@ -39,7 +46,8 @@ fi
 
 # The test oracles (tests/oracle/*.mjs) are npm packages: ajv (JSON-schema validation of
 # structured output), openai (the official client), @huggingface/jinja,
-# the reference renderer the chat-template tests compare against. Node.js comes
+# the reference renderer the chat-template tests compare against; and the web UI's: esbuild
+# (bundles web/ at build time), playwright-core and axe-core (the browser test). Node.js comes
 # with the machine; Debian's nodejs and npm are the fallback.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "setup: installing nodejs npm"
@@ -50,7 +58,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 # Reinstall when the lock file changed since the last install.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  echo "setup: npm ci (test oracles)"
+  echo "setup: npm ci (web UI bundler, test oracles)"
   npm ci --no-audit --no-fund --loglevel=error >/dev/null
 fi
 

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/sd_notify.h"
 #include "cli/flag_env.h"
 #include "cli/parse_flags.h"
 #include "cli/verbs.h"
@@ -127,9 +128,11 @@ int run_router(int argc, char** argv) {
     std::fprintf(stderr, "tokenhive router: admin calls (POST /admin/*) need %s\n",
                  admin == "token" ? "the admin token" : "a loopback client (no --admin-token; listener is loopback-only)");
   std::fprintf(stderr, "tokenhive router: ready\n");
+  if (Status s = sd_notify("READY=1"); !s.ok()) std::fprintf(stderr, "tokenhive router: %s\n", s.message().c_str());
 
   const int sig = signal->wait();
   std::fprintf(stderr, "tokenhive router: signal %d: draining (up to %.0f s)\n", sig, shutdown_timeout);
+  (void)sd_notify("STOPPING=1");
   service.drain();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(shutdown_timeout * 1000));
   while (service.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)

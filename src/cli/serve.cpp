@@ -26,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "base/cpu_set.h"
+#include "base/sd_notify.h"
 #include "cli/compute_types.h"
 #include "cli/flag_env.h"
 #include "cli/parse_flags.h"
@@ -47,6 +48,7 @@
 #include "http/cors.h"
 #include "http/http_server.h"
 #include "server/serving_metrics.h"
+#include "server/web_ui.h"
 #include "http/shutdown_signal.h"
 #include "tensor/dtype.h"
 #include "tokenizer/chat_template.h"
@@ -311,6 +313,17 @@ bool settle_flags(ServeFlags& f) {
   return true;
 }
 
+// The line tests and operators wait for, and READY=1 for a Type=notify unit (deploy/systemd/).
+void announce_ready(const ServeFlags& f, const std::string& path, int64_t kv_blocks, int64_t max_model_len) {
+  std::fprintf(stderr,
+               "tokenhive serve: ready: model %s (%s), %lld KV blocks of %lld positions (%s), max %lld sequences of %lld "
+               "positions\n",
+               f.served_name.c_str(), path.c_str(), static_cast<long long>(kv_blocks),
+               static_cast<long long>(f.block_size), f.kv_dtype.c_str(), static_cast<long long>(f.max_num_seqs),
+               static_cast<long long>(max_model_len));
+  if (Status s = sd_notify("READY=1"); !s.ok()) std::fprintf(stderr, "tokenhive serve: %s\n", s.message().c_str());
+}
+
 }  // namespace
 
 int run_serve(int argc, char** argv) {
@@ -351,6 +364,7 @@ int run_serve(int argc, char** argv) {
   server::ApiService api(api_options);
   http::HttpServer http(f.http);
   api.add_routes(http);
+  server::add_web_ui_routes(http);
   if (Status s = http.start(); !s.ok()) return fail(s.message());
   std::fprintf(stderr, "tokenhive serve: listening on http://%s:%d (loading %s)\n", f.http.host.c_str(), http.port(),
                path->c_str());
@@ -395,12 +409,7 @@ int run_serve(int argc, char** argv) {
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
   if (Status s = run_warmup(f.warmup, **engine, *tok); !s.ok()) return fail(s.message());
   api.attach(**engine, *tok, *chat, embedding_pooling(f.pooling, *file));
-  std::fprintf(stderr,
-               "tokenhive serve: ready: model %s (%s), %lld KV blocks of %lld positions (%s), max %lld sequences of %lld "
-               "positions\n",
-               f.served_name.c_str(), path->c_str(), static_cast<long long>(ec->kv.primary_blocks),
-               static_cast<long long>(f.block_size), f.kv_dtype.c_str(), static_cast<long long>(f.max_num_seqs),
-               static_cast<long long>((*engine)->max_model_len()));
+  announce_ready(f, *path, ec->kv.primary_blocks, (*engine)->max_model_len());
 
   Result<std::unique_ptr<cluster::CellMembership>> membership = join_cluster(f, http.port());
   if (!membership.ok()) return fail(membership.message());
@@ -409,6 +418,7 @@ int run_serve(int argc, char** argv) {
   // Leave first: routers send nothing new, and the streams they have here finish.
   if (*membership) (*membership)->leave();
   std::fprintf(stderr, "tokenhive serve: signal %d: draining (up to %.0f s)\n", sig, f.shutdown_timeout);
+  (void)sd_notify("STOPPING=1");
   api.drain();
   // The listener stays open while in-flight work finishes: new requests get 503 (a router
   // retries them on another cell) and heartbeats keep saying "draining" rather than failing,

@@ -133,6 +133,9 @@ json Cell::describe() const {
             {"invalid_answers", invalid_answers_.load(std::memory_order_relaxed)},
             {"deaths", detector_.deaths()}};
   if (auto d = detector_.detection_latency()) j["last_detection_ms"] = std::chrono::duration<double, std::milli>(*d).count();
+  // The cluster view shows it: a dead cell's age grows while its state says why.
+  if (auto last = detector_.last_success())
+    j["heartbeat_age_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - *last).count();
   return j;
 }
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/bounded_json.h"
+#include "cluster/cluster_view.h"
 #include "cluster/proxy_request.h"
 #include "http/bearer.h"
 #include "http/http_response.h"
@@ -476,6 +477,7 @@ void RouterService::add_routes(http::HttpServer& server) {
   };
   server.route("GET", "/v1/models", models);
   server.route("GET", "/v1/models/*", models);
+  add_cluster_view_routes(server);
   server.route("GET", "/admin/cells", [impl](const HttpRequest&, ResponseWriter w) {
     nlohmann::json cells = nlohmann::json::array();
     for (const auto& c : impl->pool.cells()) cells.push_back(c->describe());

@@ -576,6 +576,9 @@ void ApiService::Impl::account(Call& c) {
   admission.release(c, used, Clock::now());
   if (c.logged) return;
   c.logged = true;
+  for (const Choice& ch : c.choices)
+    if (options.metrics && !ch.finish_reason.empty())
+      options.metrics->record_call(c.tenant, c.req.priority, ch.finish_reason, static_cast<int64_t>(ch.token_ids.size()));
   write_record(call_record(c, options.model_name), options.access_log, options.audit);
 }
 

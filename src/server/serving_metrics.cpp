@@ -1,6 +1,9 @@
 #include "server/serving_metrics.h"
 
 #include <algorithm>
+#include <string>
+
+#include "base/priority.h"
 
 namespace th::server {
 
@@ -66,6 +69,10 @@ ServingMetrics::ServingMetrics(std::string_view version) {
                                       "Requests refused before the engine ran them, by reason.", {"reason"});
   for (size_t i = 0; i < std::size(kRejectReasons); ++i) rejected_[i] = &rejected.with({kRejectReasons[i]});
 
+  calls_ = &r.counter("tokenhive_calls_total", "Choices of API calls that ended, by tenant, priority and finish reason.",
+                      {"tenant", "priority", "outcome"});
+  tenant_tokens_ = &r.counter("tokenhive_tenant_tokens_total", "Tokens generated for each tenant's calls.", {"tenant"});
+
   // The engine's snapshot.
   weight_bytes_ = &r.gauge("tokenhive_model_weight_bytes",
                            "Bytes of the weight matrices each loaded compute type computes with.", {"compute_type"});
@@ -118,6 +125,15 @@ ServingMetrics::ServingMetrics(std::string_view version) {
            .with();
   http_timeouts_ =
       &r.counter("tokenhive_http_timeouts_total", "HTTP timeouts: 408s and writes given up on.").with();
+}
+
+void ServingMetrics::record_call(std::string_view tenant, int32_t priority, std::string_view outcome,
+                                 int64_t generated_tokens) {
+  static constexpr std::string_view kOutcomes[] = {"stop", "length", "cancelled", "deadline", "error", "tool_calls"};
+  const std::string_view o = std::find(std::begin(kOutcomes), std::end(kOutcomes), outcome) != std::end(kOutcomes) ? outcome : "other";
+  const std::string p = priority >= -1 && priority <= 1 ? priority_name(priority) : "other";
+  calls_->with({tenant, p, o}).inc();
+  tenant_tokens_->with({tenant}).inc(static_cast<double>(generated_tokens));
 }
 
 void ServingMetrics::record_request(const RequestMetrics& m, FinishReason reason) {

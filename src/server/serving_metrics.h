@@ -72,6 +72,11 @@ class ServingMetrics {
   /// rate_limited, queue_full, not_ready, too_large; anything else counts as "other" (the label's
   /// values stay a fixed, small set).
   void record_rejected(std::string_view reason);
+  /// @brief A call's choice ended with `outcome` (its finish_reason): counted by tenant ("" without
+  /// --api-keys; the key file bounds them), priority (high, normal, low; any other number as
+  /// "other") and outcome (the finish reasons; anything else "other"), and its generated tokens
+  /// by tenant. The dashboard's requests by priority and per-tenant rates.
+  void record_call(std::string_view tenant, int32_t priority, std::string_view outcome, int64_t generated_tokens);
   /// @brief The engine's latest snapshot: gauges, and its cumulative counts as counters.
   void set_engine(const EngineStats& s);
   /// @brief The memory of one compute type's weights (set once per loaded type at start).
@@ -101,6 +106,7 @@ class ServingMetrics {
   http::Counter *prompt_tokens_, *generation_tokens_, *prefix_hit_tokens_;
   http::Counter* outcome_[5];  // by FinishReason
   http::Counter* rejected_[std::size(kRejectReasons)];
+  http::CounterFamily *calls_, *tenant_tokens_;
 
   http::Gauge *running_, *waiting_, *swapped_;
   http::Gauge *kv_used_[2], *kv_total_[2], *kv_ratio_[2], *kv_cached_;

@@ -84,6 +84,21 @@ TEST(ServingMetrics, RejectionsByReasonUnknownOnesAsOther) {
   EXPECT_EQ(m.count("tokenhive_requests_rejected_total{reason=\"something new\"}"), 0u);
 }
 
+// The dashboard's requests by priority and per-tenant rates; the labels stay a bounded set.
+TEST(ServingMetrics, CallsByTenantPriorityAndOutcome) {
+  ServingMetrics sm;
+  sm.record_call("alpha", -1, "stop", 5);
+  sm.record_call("alpha", -1, "stop", 7);
+  sm.record_call("beta", 0, "cancelled", 3);
+  sm.record_call("", 42, "something new", 1);
+  const auto m = samples(sm.render());
+  EXPECT_EQ(m.at("tokenhive_calls_total{tenant=\"alpha\",priority=\"high\",outcome=\"stop\"}"), 2);
+  EXPECT_EQ(m.at("tokenhive_calls_total{tenant=\"beta\",priority=\"normal\",outcome=\"cancelled\"}"), 1);
+  EXPECT_EQ(m.at("tokenhive_calls_total{tenant=\"\",priority=\"other\",outcome=\"other\"}"), 1);
+  EXPECT_EQ(m.at("tokenhive_tenant_tokens_total{tenant=\"alpha\"}"), 12);
+  EXPECT_EQ(m.at("tokenhive_tenant_tokens_total{tenant=\"beta\"}"), 3);
+}
+
 EngineStats engine_snapshot() {
   EngineStats s;
   s.running = 3;

@@ -79,6 +79,7 @@ float dot_row_q2(const uint8_t* row, const uint8_t* act, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = row + b * sizeof(BlockQ2_K);
+    prefetch_ahead<sizeof(BlockQ2_K)>(wb);
     const uint8_t* ab = act + b * kQ8KBytes;
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + offsetof(BlockQ2_K, scales)));
     const __m128i sc8 = _mm_and_si128(packed, _mm_set1_epi8(0xF));
@@ -108,6 +109,7 @@ float dot_row_q3(const uint8_t* row, const uint8_t* act, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = row + b * sizeof(BlockQ3_K);
+    prefetch_ahead<sizeof(BlockQ3_K)>(wb);
     const uint8_t* ab = act + b * kQ8KBytes;
     const __m128i sc8 = q3_scales(wb + offsetof(BlockQ3_K, scales));
     const __m256i bsums = load32(ab + offsetof(BlockQ8_K, bsums));

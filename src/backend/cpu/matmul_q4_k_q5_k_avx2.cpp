@@ -72,6 +72,7 @@ float dot_row(const uint8_t* row, const uint8_t* act, int64_t nb) {
     const __m128i bsum32 = _mm_hadd_epi16(bs_lo, bs_hi);  // sums of each 32-element sub-block
     const uint8_t* q8 = ab + offsetof(BlockQ8_K, qs);
     const uint8_t* wb = row + b * sizeof(Block);
+    prefetch_ahead<sizeof(Block)>(wb);
     const __m256i sm = scales_and_mins(wb + offsetof(Block, scales));
     // Mins: -dmin * d_a * sum_j m_j * bsum32_j.
     const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bsum32);  // mins . bsum32

@@ -43,6 +43,7 @@ float dot_row(const uint8_t* row, const uint8_t* act, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = row + b * sizeof(BlockQ6_K);
+    prefetch_ahead<sizeof(BlockQ6_K)>(wb);
     const uint8_t* ab = act + b * kQ8KBytes;
     const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + offsetof(BlockQ6_K, scales)));
     const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab + offsetof(BlockQ8_K, bsums)));

@@ -27,6 +27,7 @@
 #include "backend/backend.h"
 #include "base/cpu_set.h"
 #include "base/sd_notify.h"
+#include "base/system_memory.h"
 #include "cli/compute_types.h"
 #include "cli/flag_env.h"
 #include "cli/parse_flags.h"
@@ -35,6 +36,7 @@
 #include "engine/engine.h"
 #include "engine/warmup.h"
 #include "kv/kv_dtype.h"
+#include "kv/kv_sizing.h"
 #include "model/encrypted_model.h"
 #include "format/gguf.h"
 #include "model/llama_model.h"
@@ -71,7 +73,7 @@ struct ServeFlags {
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 512;
   int64_t block_size = 16;
-  int64_t kv_cache_mib = 1024;
+  int64_t kv_cache_mib = 0;  // 0: derived from the memory left (kv/kv_sizing.h)
   int64_t host_kv_mib = 0;
   std::string kv_dtype = "f32";
   std::string compute_types = "native";
@@ -131,7 +133,7 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
                  "4 tokens each), so the first client does not pay for first touches; 0: none")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
-  app.add_option("--kv-cache-mib", f.kv_cache_mib, "memory of the primary KV tier (MiB)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+  app.add_option("--kv-cache-mib", f.kv_cache_mib, "memory of the primary KV tier (MiB); 0: enough for --max-num-seqs sequences of --max-model-len positions, at most half of the memory left after loading (printed at start)")->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
   app.add_option("--host-kv-mib", f.host_kv_mib, "memory of the host KV tier that preempted sequences swap to (MiB); 0: none")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
   app.add_option("--kv-dtype", f.kv_dtype, "KV cache type")->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
@@ -238,7 +240,16 @@ Result<EngineConfig> engine_config(const ServeFlags& f, const ModelConfig& mc, c
   EngineConfig ec;
   ec.kv.block_size = f.block_size;
   ec.kv.type = kv_type;
-  ec.kv.primary_blocks = (f.kv_cache_mib << 20) / block_bytes;
+  if (f.kv_cache_mib > 0) {
+    ec.kv.primary_blocks = (f.kv_cache_mib << 20) / block_bytes;
+  } else {
+    Result<int64_t> avail = available_memory_bytes();
+    if (!avail.ok()) return Status::error(avail.message() + " (give --kv-cache-mib)");
+    const int64_t len = f.max_model_len > 0 ? f.max_model_len : mc.n_ctx_train > 0 ? mc.n_ctx_train : 2048;
+    const KvSizing kv = auto_kv_blocks(block_bytes, f.block_size, f.max_num_seqs, len, *avail);
+    ec.kv.primary_blocks = kv.blocks;
+    std::fprintf(stderr, "tokenhive serve: %s\n", kv.why.c_str());
+  }
   ec.kv.host_blocks = (f.host_kv_mib << 20) / block_bytes;
   ec.token_budget = f.max_num_batched_tokens;
   ec.max_seqs = f.max_num_seqs;

@@ -5,6 +5,8 @@
 //   build/micro_bench --benchmark_filter=AttentionDecode
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+
 #include <random>
 #include <span>
 #include <vector>
@@ -19,6 +21,11 @@ using namespace th;
 
 void BM_AttentionDecode(benchmark::State& state) {
   const auto isa = static_cast<cpu::Isa>(state.range(0));
+  const std::vector<cpu::Isa>& have = cpu::available_isas();
+  if (std::find(have.begin(), have.end(), isa) == have.end()) {
+    state.SkipWithError("this CPU lacks the ISA");
+    return;
+  }
   const int64_t n_pos = state.range(1);
   constexpr int64_t kHeads = 32, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
   const int64_t kv_dim = kKvHeads * kHeadDim;
@@ -52,7 +59,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   }
   state.counters["positions"] = static_cast<double>(n_pos);
 }
-// Args: ISA (0 generic, 1 avx2), positions.
-BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1}, {512, 4096}})->Unit(benchmark::kMicrosecond);
+// Args: ISA (0 generic, 1 avx2, 2 avx512), positions.
+BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1, 2}, {512, 4096}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -67,10 +67,12 @@ struct VecOps {
 /// of f32 rounding); the generic table uses std::exp, which is tighter.
 inline constexpr float kExpMaxRelError = 1.8e-7f;
 
-/// @brief The table for `isa` (AVX-512 uses the AVX2 one: these ops are not its bottleneck).
+/// @brief The table for `isa` (AVX-512's is AVX2's with attention in zmm registers: the
+/// other ops are not its bottleneck).
 const VecOps& vec_ops(Isa isa);
 
 const VecOps& generic_vec_ops();
 const VecOps& avx2_vec_ops();
+const VecOps& avx512_vec_ops();
 
 }  // namespace th::cpu

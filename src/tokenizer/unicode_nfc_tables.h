@@ -26,6 +26,10 @@ struct Run {
   uint32_t first, last;
 };
 
+/// Bit p % 64 of word p / 64: page p (code points 256p..256p+255) holds a code point with a
+/// non-zero combining class or NFC_QC No/Maybe. A clear bit answers both look-ups at once.
+extern const uint64_t kNoisyPages[0x110000 / 256 / 64];
+
 extern const CccRun kCcc[];
 extern const size_t kCccSize;
 extern const Mapping kMappings[];

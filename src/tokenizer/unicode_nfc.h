@@ -15,7 +15,8 @@ uint8_t combining_class(uint32_t cp);
 
 /// @brief True when `text` is NFC by the quick check alone: no code point in it is
 /// NFC_QC=No/Maybe or combining. Most text (all ASCII, most Latin-1 and CJK) passes, and
-/// to_nfc then returns it unchanged without decomposing it.
+/// to_nfc then returns it unchanged without decomposing it. A lead byte of U+0300 or above
+/// without its continuation bytes fails it (to_nfc then keeps the bytes as they are).
 bool nfc_quick_yes(std::string_view text);
 
 /// @brief The NFC form of `text`. Each byte that is not part of valid UTF-8 stays as it is

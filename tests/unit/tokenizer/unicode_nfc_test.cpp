@@ -79,6 +79,9 @@ TEST(UnicodeNfc, QuickCheckAndInvalidBytes) {
   // An invalid byte stays, and nothing composes across it.
   EXPECT_EQ(unicode::to_nfc("e\xFF\xCC\x81"), "e\xFF\xCC\x81");
   EXPECT_EQ(unicode::to_nfc("e\xCC\x81\xFF" "a\xCC\x80"), "\xC3\xA9\xFF\xC3\xA0");
+  EXPECT_FALSE(unicode::nfc_quick_yes("a\xCC"));  // a truncated U+03xx
+  EXPECT_EQ(unicode::to_nfc("a\xCC"), "a\xCC");
+  EXPECT_EQ(unicode::to_nfc("\xED\xA0\x80\xCC\x81"), "\xED\xA0\x80\xCC\x81");  // a surrogate: bytes kept
   // A precomposed character below U+0300 decomposes when a mark follows: U+0165 (t caron) +
   // U+0331 (macron below, class 220, before the caron's 230) -> U+1E6F U+030C; U+00C1 + U+0328
   // + U+0344 -> U+0104 U+0301 U+0308 U+0301 (two random strings the Qwen oracle caught).

@@ -58,9 +58,14 @@ Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, Backend& backe
                           " is not loaded (loaded: ", compute_type_list_text(model.compute_types()), ")");
   for (int32_t id : config.end_of_generation)
     if (id < 0 || id >= c.n_vocab) return Status::errorf("engine: end-of-generation token ", id, " is outside the vocabulary");
+  // Every layer with a sliding window: blocks behind it are released as a sequence grows, so
+  // a sequence holds at most window / block_size + 2 blocks and is not capped by the pool.
+  bool all_local = c.n_layer > 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) all_local = all_local && c.is_swa(l);
+  config.kv.window = all_local ? c.sliding_window : 0;
   TH_ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::create(backend, c.n_layer, c.kv_dim(), config.kv));
   int64_t len = config.max_model_len > 0 ? config.max_model_len : c.n_ctx_train;
-  len = std::min(len, config.kv.primary_blocks * config.kv.block_size);
+  if (!all_local) len = std::min(len, config.kv.primary_blocks * config.kv.block_size);
   if (!config.scheduler) config.scheduler = std::make_shared<PriorityScheduler>();
   return std::unique_ptr<Engine>(new Engine(model, std::move(config), std::move(kv), len));
 }

@@ -1,6 +1,9 @@
 #include "format/hf_tokenizer.h"
 
+#include <cctype>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_map>
 
 namespace th {
 
@@ -42,7 +45,7 @@ bool bool_member(const json& o, const char* key, bool def) {
 }
 
 // GGUF's token types (tokenizer/vocab.h's TokenType).
-constexpr int64_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
+constexpr int64_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
 
 // The pre-tokenizer's name: a Split with a known regex then ByteLevel, or ByteLevel alone.
 Result<std::string> pre_name(const json& pt, const std::string& name) {
@@ -154,6 +157,71 @@ Result<std::vector<std::string>> read_merges(const json& model, const std::strin
   return out;
 }
 
+constexpr const char* kMetaspace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// A SentencePiece-style tokenizer.json (byte_fallback BPE) says how spaces become U+2581 in its
+// normalizer: the converter's Llama 2 / Mistral form is Prepend("▁") + Replace(" " -> "▁") with
+// no pre_tokenizer, Gemma's Replace alone. Returns whether a "▁" is prepended (SPM's
+// add_space_prefix: to each stretch of text between added tokens, as tokenhive's SPM does).
+Result<bool> spm_space_prefix(const json& j, bool* nfc, const std::string& name) {
+  if (!member(j, "pre_tokenizer").is_null())
+    return Status::errorf(name, ": SentencePiece-style tokenizer with pre_tokenizer '",
+                          str_member(j["pre_tokenizer"], "type"),
+                          "' (supported: none, with the Prepend/Replace normalizer the converter writes)");
+  const json& norm = member(j, "normalizer");
+  std::vector<const json*> steps;
+  if (str_member(norm, "type") == "Sequence" && member(norm, "normalizers").is_array()) {
+    for (const json& s : norm["normalizers"]) steps.push_back(&s);
+  } else if (!norm.is_null()) {
+    steps.push_back(&norm);
+  }
+  bool prepend = false, replace = false;
+  for (const json* s : steps) {
+    const std::string type = str_member(*s, "type");
+    if (type == "Prepend" && str_member(*s, "prepend") == kMetaspace && !prepend && !replace) {
+      prepend = true;
+    } else if (type == "Replace" && str_member(member(*s, "pattern"), "String") == " " &&
+               str_member(*s, "content") == kMetaspace && !replace) {
+      replace = true;
+    } else if (type == "NFC" && !*nfc) {
+      *nfc = true;
+    } else {
+      return Status::errorf(name, ": unsupported normalizer step '", type,
+                            "' for a SentencePiece-style tokenizer (supported: Prepend \"\xE2\x96\x81\", Replace \" \" "
+                            "with \"\xE2\x96\x81\", NFC)");
+    }
+  }
+  if (!replace)
+    return Status::errorf(name, ": SentencePiece-style tokenizer without the normalizer Replace \" \" with \"",
+                          kMetaspace, "\"");
+  return prepend;
+}
+
+// Byte tokens <0xNN> and the unknown token get their SPM types; every merge must make a token
+// (as Hugging Face's loader requires: the SPM encoder cuts the text where no token can span)
+// and name its parts without spaces (GGUF's "left right" form).
+Status spm_types(const json& model, Vocab* v, const std::vector<std::string>& merges, const std::string& name) {
+  std::unordered_map<std::string_view, int64_t> ids;
+  for (size_t i = 0; i < v->tokens.size(); ++i) ids.emplace(v->tokens[i], static_cast<int64_t>(i));
+  for (size_t i = 0; i < v->tokens.size(); ++i) {
+    const std::string& t = v->tokens[i];
+    if (v->types[i] == kNormal && t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+        std::isxdigit(static_cast<unsigned char>(t[3])) && std::isxdigit(static_cast<unsigned char>(t[4])))
+      v->types[i] = kByte;
+  }
+  const std::string unk = str_member(model, "unk_token");
+  if (auto it = ids.find(unk); !unk.empty() && it != ids.end()) v->types[static_cast<size_t>(it->second)] = kUnknown;
+  std::string joined;
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const size_t sp = merges[i].find(' ', 1);
+    joined = merges[i].substr(0, sp) + merges[i].substr(sp + 1);
+    if (merges[i].find(' ', sp + 1) != std::string::npos || !ids.count(joined))
+      return Status::errorf(name, ": model.merges[", i, "] '", merges[i].substr(0, 40),
+                            "' does not make a token (or a part holds a space)");
+  }
+  return ok_status();
+}
+
 GgufValue string_array(std::vector<std::string> v) {
   auto a = std::make_shared<GgufArray>();
   a->elem_type = GgufType::STRING;
@@ -176,14 +244,29 @@ Result<std::vector<std::pair<std::string, GgufValue>>> hf_tokenizer_metadata(con
   if (j.is_discarded() || !j.is_object()) return Status::errorf(name, ": not a JSON object");
   if (!j.contains("model") || !j["model"].is_object()) return Status::errorf(name, ": 'model' is missing");
   const std::string type = str_member(j["model"], "type");
-  if (type != "BPE") return Status::errorf(name, ": tokenizer model '", type, "' is not supported (byte-level BPE)");
-  if (bool_member(j["model"], "byte_fallback", false))
-    return Status::errorf(name, ": byte_fallback BPE (SentencePiece-style) is not supported");
-  if (!member(j, "normalizer").is_null() && str_member(j["normalizer"], "type") != "NFC")
-    return Status::errorf(name, ": unsupported normalizer '", str_member(j["normalizer"], "type"), "' (none or NFC)");
-  TH_ASSIGN_OR_RETURN(std::string pre, pre_name(member(j, "pre_tokenizer"), name));
+  if (type != "BPE") return Status::errorf(name, ": tokenizer model '", type, "' is not supported (BPE: byte-level or byte_fallback)");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (!str_member(j["model"], key).empty()) return Status::errorf(name, ": model.", key, " is not supported");
+  if (!member(j["model"], "dropout").is_null() && member(j["model"], "dropout") != json(0.0))
+    return Status::errorf(name, ": model.dropout is not supported");
+  // byte_fallback: SentencePiece-style (U+2581 for spaces, <0xNN> tokens), served by the SPM
+  // encoder merging by these ranks; else byte-level BPE behind a known pre-tokenizer regex.
+  const bool spm = bool_member(j["model"], "byte_fallback", false);
+  bool nfc = false, space_prefix = false;
+  std::string pre;
+  if (spm) {
+    if (bool_member(j["model"], "ignore_merges", false))
+      return Status::errorf(name, ": ignore_merges with byte_fallback is not supported");
+    TH_ASSIGN_OR_RETURN(space_prefix, spm_space_prefix(j, &nfc, name));
+  } else {
+    if (!member(j, "normalizer").is_null() && str_member(j["normalizer"], "type") != "NFC")
+      return Status::errorf(name, ": unsupported normalizer '", str_member(j["normalizer"], "type"), "' (none or NFC)");
+    nfc = str_member(member(j, "normalizer"), "type") == "NFC";
+    TH_ASSIGN_OR_RETURN(pre, pre_name(member(j, "pre_tokenizer"), name));
+  }
   TH_ASSIGN_OR_RETURN(Vocab v, read_vocab(j, in.n_vocab, name));
   TH_ASSIGN_OR_RETURN(std::vector<std::string> merges, read_merges(j["model"], name));
+  if (spm) TH_RETURN_IF_ERROR(spm_types(j["model"], &v, merges, name));
 
   json cfg = json::object();
   if (!in.tokenizer_config.empty()) {
@@ -191,8 +274,14 @@ Result<std::vector<std::pair<std::string, GgufValue>>> hf_tokenizer_metadata(con
     if (cfg.is_discarded() || !cfg.is_object()) return Status::errorf(in.tokenizer_config_name, ": not a JSON object");
   }
   std::vector<std::pair<std::string, GgufValue>> m;
-  m.emplace_back("tokenizer.ggml.model", GgufValue{GgufType::STRING, std::string("gpt2")});
-  m.emplace_back("tokenizer.ggml.pre", GgufValue{GgufType::STRING, pre});
+  m.emplace_back("tokenizer.ggml.model", GgufValue{GgufType::STRING, std::string(spm ? "llama" : "gpt2")});
+  if (spm) {
+    m.emplace_back("tokenizer.ggml.add_space_prefix", GgufValue{GgufType::BOOL, space_prefix});
+    m.emplace_back("tokenhive.tokenizer.spm_merges", GgufValue{GgufType::BOOL, true});
+  } else {
+    m.emplace_back("tokenizer.ggml.pre", GgufValue{GgufType::STRING, pre});
+  }
+  if (nfc) m.emplace_back("tokenhive.tokenizer.nfc", GgufValue{GgufType::BOOL, true});
   auto types = std::make_shared<GgufArray>();
   types->elem_type = GgufType::INT32;
   types->ints = v.types;
@@ -210,6 +299,8 @@ Result<std::vector<std::pair<std::string, GgufValue>>> hf_tokenizer_metadata(con
       return Status::errorf(in.tokenizer_config_name, ": ", key, " '", text.substr(0, 40), "' is not a token");
     if (id >= 0) m.emplace_back(gguf_key, GgufValue{GgufType::UINT32, id});
   }
+  if (const int64_t unk = spm ? find_id(str_member(j["model"], "unk_token")) : -1; unk >= 0)
+    m.emplace_back("tokenizer.ggml.unknown_token_id", GgufValue{GgufType::UINT32, unk});
   if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
     m.emplace_back("tokenizer.ggml.add_bos_token", GgufValue{GgufType::BOOL, cfg["add_bos_token"].get<bool>()});
   TH_ASSIGN_OR_RETURN(std::string tmpl, chat_template(cfg, in.tokenizer_config_name));

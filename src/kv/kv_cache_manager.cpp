@@ -62,10 +62,27 @@ void KvCacheManager::release_primary(int32_t b) {
 
 void KvCacheManager::release_table(SeqKv& s) {
   for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) {
+    if (*it == kNoBlock) continue;
     if (s.tier == KvTier::Primary) release_primary(*it);
     else host_->pool().release(*it);
   }
   s.table.clear();
+  s.n_behind = 0;
+}
+
+// A query at position p sees (p - window, p]; the next one a sequence makes is at `computed`,
+// so positions before computed - window + 1 are never read again. Released in reverse, as
+// release_table does, so that the prefix cache evicts their tail first.
+void KvCacheManager::release_behind_window(SeqKv& s) {
+  if (config_.window <= 0 || s.tier != KvTier::Primary) return;
+  const int64_t behind = std::max<int64_t>(0, s.computed - config_.window + 1) / block_size();
+  for (int64_t i = behind - 1; i >= s.n_behind; --i) {
+    int32_t& b = s.table[static_cast<size_t>(i)];
+    if (b == kNoBlock) continue;
+    release_primary(b);
+    b = kNoBlock;
+  }
+  s.n_behind = std::max(s.n_behind, behind);
 }
 
 void KvCacheManager::copy_to_host_tier(int32_t pb, int32_t hb) {
@@ -127,6 +144,7 @@ int64_t KvCacheManager::released_by_preempting(SeqId seq) const {
   if (s.tier != KvTier::Primary) return 0;
   int64_t n = 0;
   for (int32_t b : s.table) {
+    if (b == kNoBlock) continue;
     const int32_t r = primary_.pool().refcount(b);
     if (r == 1 || (r == 2 && cache_.contains(b))) ++n;
   }
@@ -163,7 +181,7 @@ Status KvCacheManager::prepare(std::span<const KvStepEntry> entries) {
       matches[i] = m;
       fresh += need - m.blocks;
     } else if (s.tier == KvTier::Host) {
-      fresh += need;
+      fresh += need - s.n_behind;
     } else {
       fresh += std::max<int64_t>(0, need - static_cast<int64_t>(s.table.size()));
     }
@@ -195,6 +213,10 @@ Status KvCacheManager::prepare(std::span<const KvStepEntry> entries) {
     if (s.tier == KvTier::Host) {
       std::vector<int32_t> table;
       for (size_t j = 0; j < need; ++j) {
+        if (j < s.table.size() && s.table[j] == kNoBlock) {  // released behind the window
+          table.push_back(kNoBlock);
+          continue;
+        }
         table.push_back(take_primary());
         if (j >= s.table.size()) continue;
         if (Status st = copy_from_host_tier(s.table[j], table.back()); !st.ok()) {
@@ -221,25 +243,28 @@ void KvCacheManager::commit() {
   for (Undo& u : txn_) {
     SeqKv& s = seqs_.at(u.seq);
     if (u.before.tier == KvTier::Host) {
-      for (auto it = u.before.table.rbegin(); it != u.before.table.rend(); ++it) host_->pool().release(*it);
+      for (auto it = u.before.table.rbegin(); it != u.before.table.rend(); ++it)
+        if (*it != kNoBlock) host_->pool().release(*it);
     }
     if (u.before.tier == KvTier::None) {
       prefix_query_tokens_ += u.n_tokens;
       prefix_hit_tokens_ += s.computed;
     }
     s.computed = u.target;
-    if (!config_.prefix_caching) continue;
-    const int64_t full = std::min<int64_t>(s.computed / bs, static_cast<int64_t>(u.hashes.size()));
-    for (int64_t i = s.n_published; i < full; ++i) {
-      const int32_t b = s.table[static_cast<size_t>(i)];
-      const BlockHash& h = u.hashes[static_cast<size_t>(i)];
-      // A block already listed is a hit; another block with the same hash was computed
-      // by another sequence in the meantime: this copy stays private.
-      if (cache_.contains(b) || cache_.find(h) >= 0) continue;
-      primary_.pool().add_ref(b);
-      cache_.insert(h, b);
+    if (config_.prefix_caching) {
+      const int64_t full = std::min<int64_t>(s.computed / bs, static_cast<int64_t>(u.hashes.size()));
+      for (int64_t i = s.n_published; i < full; ++i) {
+        const int32_t b = s.table[static_cast<size_t>(i)];
+        const BlockHash& h = u.hashes[static_cast<size_t>(i)];
+        // A block already listed is a hit; another block with the same hash was computed
+        // by another sequence in the meantime: this copy stays private.
+        if (b == kNoBlock || cache_.contains(b) || cache_.find(h) >= 0) continue;
+        primary_.pool().add_ref(b);
+        cache_.insert(h, b);
+      }
+      s.n_published = std::max(s.n_published, full);
     }
-    s.n_published = std::max(s.n_published, full);
+    release_behind_window(s);  // after publishing: the prefix cache keeps what it listed
   }
   txn_.clear();
   in_txn_ = false;
@@ -267,11 +292,16 @@ Status KvCacheManager::swap_out(SeqId seq) {
   if (in_txn_) return Status::error("KV swap-out inside a transaction");
   if (s.tier != KvTier::Primary) return Status::errorf("KV swap-out: sequence ", seq, " is not in the primary tier");
   if (!host_) return Status::error("KV swap-out: no host tier");
-  if (host_->pool().n_free() < static_cast<int32_t>(s.table.size()))
-    return Status::errorf("KV swap-out: ", s.table.size(), " blocks needed, ", host_->pool().n_free(),
-                          " free in the host tier");
+  const int64_t n = static_cast<int64_t>(s.table.size()) - s.n_behind;
+  if (host_->pool().n_free() < n)
+    return Status::errorf("KV swap-out: ", n, " blocks needed, ", host_->pool().n_free(), " free in the host tier");
   std::vector<int32_t> host_table;
+  const int64_t behind = s.n_behind;
   for (int32_t b : s.table) {
+    if (b == kNoBlock) {
+      host_table.push_back(kNoBlock);
+      continue;
+    }
     host_table.push_back(host_->pool().take());
     copy_to_host_tier(b, host_table.back());
   }
@@ -279,6 +309,7 @@ Status KvCacheManager::swap_out(SeqId seq) {
   s.table = std::move(host_table);
   s.tier = KvTier::Host;
   s.n_published = 0;
+  s.n_behind = behind;
   return ok_status();
 }
 
@@ -300,7 +331,13 @@ Status KvCacheManager::check_invariants() const {
                             " positions");
     if (s.tier == KvTier::None && s.computed != 0)
       return Status::errorf("KV invariants: sequence ", id, " has positions but no tier");
-    for (int32_t b : s.table) {
+    for (size_t j = 0; j < s.table.size(); ++j) {
+      const int32_t b = s.table[j];
+      if (b == kNoBlock) {
+        if (static_cast<int64_t>(j) >= s.n_behind)
+          return Status::errorf("KV invariants: sequence ", id, " has no block ", j, " within its window");
+        continue;
+      }
       if (s.tier == KvTier::Primary) ++refs[static_cast<size_t>(b)];
       else if (s.tier == KvTier::Host) ++host_refs[static_cast<size_t>(b)];
     }

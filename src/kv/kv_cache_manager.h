@@ -38,6 +38,10 @@ struct KvCacheConfig {
   DType type = DType::F32;      // f32, f16, bf16 or q8_0
   bool prefix_caching = true;
   bool encrypt_host_tier = true;  // host blocks sealed with AES-256-GCM under a per-process key (host_tier_cipher.h)
+  // > 0: every layer attends to the last `window` positions only (a model whose layers all have
+  // a sliding window): blocks wholly behind it are released at commit. One layer without a
+  // window (Gemma 2/3 alternate) needs every block: 0.
+  int64_t window = 0;
 };
 
 enum class KvTier : uint8_t { None, Primary, Host };
@@ -84,7 +88,10 @@ class KvCacheManager {
   KvTier tier(SeqId seq) const { return seqs_.at(seq).tier; }
   /// @brief Positions of the sequence whose K/V are in its blocks.
   int64_t computed(SeqId seq) const { return seqs_.at(seq).computed; }
+  /// @brief The sequence's block per block_size positions; kNoBlock for a block released
+  /// behind the sliding window (KvCacheConfig::window: no attention reads it again).
   std::span<const int32_t> table(SeqId seq) const { return seqs_.at(seq).table; }
+  static constexpr int32_t kNoBlock = -1;
 
   // --- Queries for the scheduler; no side effects
   /// @brief Cached leading blocks of a sequence of n_tokens tokens with these full-block hashes.
@@ -131,6 +138,7 @@ class KvCacheManager {
     std::vector<int32_t> table;  // block ids in `tier`'s pool
     int64_t computed = 0;
     int64_t n_published = 0;     // leading blocks already offered to the prefix cache
+    int64_t n_behind = 0;        // leading blocks released behind the sliding window (kNoBlock)
   };
   struct Undo {
     SeqId seq;
@@ -146,6 +154,7 @@ class KvCacheManager {
   void use_cached(int32_t block);          // one more reference to a cached block
   void release_primary(int32_t block);     // one reference less; an unused cached block joins the LRU list
   void release_table(SeqKv& s);            // releases in reverse, so a prefix's tail is evicted before its head
+  void release_behind_window(SeqKv& s);    // with config_.window: the blocks no later query can see
   void copy_to_host_tier(int32_t primary_block, int32_t host_block);      // sealed when encrypting
   Status copy_from_host_tier(int32_t host_block, int32_t primary_block);  // verified when encrypting
 

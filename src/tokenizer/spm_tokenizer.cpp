@@ -12,9 +12,37 @@ namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 
-// One part of the text: the greedy merging of llama.cpp's llm_tokenizer_spm.
-void encode_part(const SpmModel& model, std::string_view text, BigramScratch<float>* scratch,
-                 std::vector<int32_t>* out) {
+// Emits a final piece: its token, else its bytes' tokens.
+void emit_piece(const SpmModel& model, std::string_view piece, std::vector<int32_t>* out) {
+  const int32_t id = model.index->find(piece);
+  if (id >= 0) {
+    out->push_back(id);
+    return;
+  }
+  for (char c : piece) {
+    const int32_t bt = model.byte_tokens[static_cast<uint8_t>(c)];
+    if (bt >= 0) out->push_back(bt);
+  }
+}
+
+struct SpmScratch {
+  BigramScratch<float> by_score;
+  BigramScratch<int32_t> by_rank;
+  std::string key;
+};
+
+// One part of the text: the greedy merging of llama.cpp's llm_tokenizer_spm, or with ranks
+// that of Hugging Face's BPE (a merge's result is always a token there: its loader checks).
+void encode_part(const SpmModel& model, std::string_view text, SpmScratch* scratch, std::vector<int32_t>* out) {
+  auto emit = [&](std::string_view piece) { emit_piece(model, piece, out); };
+  if (model.ranks) {
+    auto rank = [&](const MergeSymbol& l, const MergeSymbol& r, int32_t* p) {
+      *p = model.ranks->rank(text.substr(l.offset, l.n), text.substr(r.offset, r.n), &scratch->key);
+      return *p >= 0;
+    };
+    bigram_merge(text, &scratch->by_rank, rank, [](int32_t a, int32_t b) { return a < b; }, emit);
+    return;
+  }
   auto score = [&](const MergeSymbol& l, const MergeSymbol& r, float* p) {
     const int32_t id = model.index->find(text.substr(l.offset, l.n + r.n));
     if (id < 0) return false;
@@ -23,17 +51,7 @@ void encode_part(const SpmModel& model, std::string_view text, BigramScratch<flo
   };
   auto higher = [](float a, float b) { return a > b; };  // highest score first
   // A final symbol is a token unless it is a single character the vocab lacks.
-  bigram_merge(text, scratch, score, higher, [&](std::string_view piece) {
-    const int32_t id = model.index->find(piece);
-    if (id >= 0) {
-      out->push_back(id);
-      return;
-    }
-    for (char c : piece) {
-      const int32_t bt = model.byte_tokens[static_cast<uint8_t>(c)];
-      if (bt >= 0) out->push_back(bt);
-    }
-  });
+  bigram_merge(text, &scratch->by_score, score, higher, emit);
 }
 
 }  // namespace
@@ -51,7 +69,7 @@ void spm_encode(const SpmModel& model, std::string_view text, std::vector<int32_
   // never precedes one inside a token. The parts (mostly words) repeat, so
   // their ids are remembered for the rest of the call.
   constexpr size_t kMaxCachedPart = 64, kMaxCacheEntries = 1 << 16;
-  BigramScratch<float> scratch;
+  SpmScratch scratch;
   StringTable cache;
   std::vector<std::pair<uint32_t, uint32_t>> cache_spans;
   std::vector<int32_t> cache_ids;

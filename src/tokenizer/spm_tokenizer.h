@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/token_index.h"
 
 namespace th {
@@ -17,6 +18,9 @@ namespace th {
 struct SpmModel {
   const TokenIndex* index = nullptr;
   const std::vector<float>* scores = nullptr;  // empty: every score is 0
+  // Set: pairs merge by these ranks, lowest first, and only pairs they list (tokenizer.json's
+  // byte_fallback BPE) instead of by the score of the token they make.
+  const BpeRanks* ranks = nullptr;
   // Token for each byte: <0xNN>, else the one-byte token, else unk, else -1 (dropped).
   std::array<int32_t, 256> byte_tokens{};
   // Bytes that some token has right before a U+2581 inside it. Where a U+2581

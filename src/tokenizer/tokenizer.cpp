@@ -26,6 +26,7 @@
 #include "tokenizer/spm_tokenizer.h"
 #include "tokenizer/token_index.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/unicode_nfc.h"
 
 namespace th {
 
@@ -331,6 +332,11 @@ Status Tokenizer::Impl::init() {
   }
 
   if (v.model == TokenizerModel::Spm) {
+    if (v.spm_merges) {
+      TH_ASSIGN_OR_RETURN(BpeRanks r, BpeRanks::create(v.merges));
+      ranks.emplace(std::move(r));
+      spm.ranks = &*ranks;
+    }
     spm.index = &index;
     spm.scores = &v.scores;
     spm_index_spaces(v.tokens, &spm);
@@ -409,7 +415,11 @@ std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_spe
       }
       buf.clear();
       if (v.add_space_prefix && after_special) buf.push_back(' ');
-      buf.append(text.substr(f.begin, f.size));
+      if (v.nfc) {
+        buf.append(unicode::to_nfc(text.substr(f.begin, f.size)));
+      } else {
+        buf.append(text.substr(f.begin, f.size));
+      }
       replace_all(buf, " ", kEscapedSpace);
       spm_encode(spm, buf, &out);
       after_special = false;
@@ -429,7 +439,13 @@ std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_spe
         continue;
       }
       words.clear();
-      pre->split(text.substr(f.begin, f.size), &words);
+      // As Hugging Face's tokenizers: added tokens are split out of the raw text, and the
+      // normalizer sees only the text between them.
+      if (v.nfc && !unicode::nfc_quick_yes(text.substr(f.begin, f.size))) {
+        pre->split(unicode::to_nfc(text.substr(f.begin, f.size)), &words);
+      } else {
+        pre->split(text.substr(f.begin, f.size), &words);
+      }
       const std::string_view all(words.text);
       for (const auto& [b, len] : words.spans) {
         const std::string_view word = all.substr(b, len);

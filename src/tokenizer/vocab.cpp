@@ -112,6 +112,18 @@ Result<VocabData> vocab_from_gguf(const GgufFile& f) {
   if (f.has("tokenizer.ggml.add_space_prefix")) {
     TH_ASSIGN_OR_RETURN(v.add_space_prefix, f.get_bool("tokenizer.ggml.add_space_prefix"));
   }
+  if (f.has("tokenhive.tokenizer.nfc")) {
+    TH_ASSIGN_OR_RETURN(v.nfc, f.get_bool("tokenhive.tokenizer.nfc"));
+  }
+  if (v.model == TokenizerModel::Spm && f.has("tokenhive.tokenizer.spm_merges")) {
+    TH_ASSIGN_OR_RETURN(v.spm_merges, f.get_bool("tokenhive.tokenizer.spm_merges"));
+    if (v.spm_merges) {
+      if (!f.has("tokenizer.ggml.merges"))
+        return Status::errorf(f.name(), ": tokenhive.tokenizer.spm_merges without tokenizer.ggml.merges");
+      TH_ASSIGN_OR_RETURN(const GgufArray* merges, typed_array(f, "tokenizer.ggml.merges", {GgufType::STRING}));
+      v.merges = merges->strings;
+    }
+  }
   return v;
 }
 

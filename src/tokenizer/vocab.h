@@ -35,6 +35,12 @@ struct VocabData {
   bool add_bos = true;                // tokenizer.ggml.add_bos_token
   bool add_eos = false;               // tokenizer.ggml.add_eos_token
   bool add_space_prefix = true;       // tokenizer.ggml.add_space_prefix (SPM)
+  // tokenhive.tokenizer.nfc: text is put in Unicode NFC before it is split (tokenizer.json's
+  // "NFC" normalizer, Qwen 2/3). GGUF has no key for it: llama.cpp's converter drops it.
+  bool nfc = false;
+  // tokenhive.tokenizer.spm_merges: SPM text merged by `merges` ranks, not by scores (tokenizer.json's
+  // byte_fallback BPE: Llama 2, Mistral, Gemma). GGUF has no key for it either.
+  bool spm_merges = false;
 };
 
 /// @brief Reads tokenizer.ggml.* from a GGUF file, with llama.cpp's defaults for absent keys.

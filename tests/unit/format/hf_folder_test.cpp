@@ -181,7 +181,7 @@ TEST_F(HfFolderErrors, TruncatedWeights) {
 
 TEST_F(HfFolderErrors, BadTokenizerJson) {
   write("tokenizer.json", "{\"model\": {\"type\": \"Unigram\"}}");
-  EXPECT_EQ(error(), dir_ + "/tokenizer.json: tokenizer model 'Unigram' is not supported (byte-level BPE)");
+  EXPECT_EQ(error(), dir_ + "/tokenizer.json: tokenizer model 'Unigram' is not supported (BPE: byte-level or byte_fallback)");
   write("tokenizer.json", "not json");
   EXPECT_EQ(error(), dir_ + "/tokenizer.json: not a JSON object");
 }

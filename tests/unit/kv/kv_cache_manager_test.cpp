@@ -13,8 +13,9 @@ constexpr int64_t kBs = 4;
 struct Fixture {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<KvCacheManager> kv;
-  explicit Fixture(int64_t primary, int64_t host = 0, bool encrypt = true) {
+  explicit Fixture(int64_t primary, int64_t host = 0, bool encrypt = true, int64_t window = 0) {
     KvCacheConfig c;
+    c.window = window;
     c.encrypt_host_tier = encrypt;
     c.block_size = kBs;
     c.primary_blocks = primary;
@@ -227,6 +228,33 @@ TEST(KvCacheManager, SwapOutNeedsRoomInTheHostTier) {
   EXPECT_EQ(kv.computed(a.id), 0);
   ASSERT_TRUE(kv.check_invariants().ok());
   EXPECT_EQ(kv.match_prefix(a.hashes, 12).blocks, 2);  // dropped, but its blocks stay cached
+}
+
+// With a window, blocks wholly behind it are released at commit (kNoBlock in the table): a
+// query at p sees (p - 6, p], so at 30 computed positions blocks 0..5 (positions 0..23) are
+// gone and 24..29 stay. Swapping out copies only the live blocks; swapping in restores them.
+TEST(KvCacheManager, BlocksBehindTheWindowAreReleased) {
+  Fixture f(12, 4, /*encrypt=*/true, /*window=*/6);
+  KvCacheManager& kv = *f.kv;
+  Seq a(1, iota(40));
+  kv.add(a.id);
+  for (int64_t t = 1; t <= 30; ++t) run(kv, {a.entry(t)});
+  const std::span<const int32_t> table = kv.table(a.id);
+  ASSERT_EQ(table.size(), 8u);
+  for (size_t j = 0; j < 8; ++j) EXPECT_EQ(table[j] == KvCacheManager::kNoBlock, j < 6) << j;
+  // Released blocks stay in the prefix cache, unused: only 2 blocks are held.
+  EXPECT_EQ(kv.released_by_preempting(a.id), 2);
+  EXPECT_EQ(kv.stats().primary_used, 2);
+  ASSERT_TRUE(kv.swap_out(a.id).ok());
+  EXPECT_EQ(kv.stats().host_used, 2);
+  run(kv, {a.entry(31)});
+  EXPECT_EQ(kv.tier(a.id), KvTier::Primary);
+  EXPECT_EQ(kv.stats().host_used, 0);
+  EXPECT_EQ(kv.stats().primary_used, 2);  // 31 positions: blocks 6 and 7 (24..31)
+  kv.remove(a.id);
+  Status s = kv.check_invariants();
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(kv.stats().primary_used, 0);
 }
 
 }  // namespace

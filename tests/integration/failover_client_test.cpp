@@ -59,7 +59,7 @@ bool take_chunk(const std::string& data, Streamed& out) {
   return true;
 }
 
-const json kGreedy = {{"prompt", "Once upon a time"}, {"max_tokens", 200}, {"ignore_eos", true},
+const json kGreedy = {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"ignore_eos", true},
                       {"temperature", 0},             {"stream", true},    {"return_token_ids", true}};
 
 // A socket bound to a loopback port but not listening: connecting to it is refused, and the
@@ -100,9 +100,11 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheOtherRouterTokenIdenti
     ASSERT_EQ(r->status, 200) << r->body;
   }
   ASSERT_TRUE(clean.done) << clean.error;
-  ASSERT_EQ(clean.ids.size(), 200u);
+  ASSERT_EQ(clean.ids.size(), 400u);
 
-  // The first call goes to the list's first endpoint: the router killed after 40 tokens.
+  // The first call goes to the list's first endpoint: the router killed after 20 tokens (of
+  // 400: the cell would have to run 380 tokens ahead of this thread for the kill to miss the
+  // stream, and then `resumes` below says so).
   client::FailoverOptions o;
   o.http.request_timeout = std::chrono::milliseconds(30'000);
   auto c = client::FailoverClient::create(first.url() + "," + second.url(), o);
@@ -111,7 +113,7 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheOtherRouterTokenIdenti
   bool killed = false;
   Result<client::Response> r = (*c)->stream_events("POST", "/v1/completions", kGreedy.dump(), [&](const client::SseEvent& e) {
     const bool ok = take_chunk(e.data, moved);
-    if (!killed && moved.ids.size() >= 40) {
+    if (!killed && moved.ids.size() >= 20) {
       ::kill(first.pid(), SIGKILL);
       killed = true;
     }

@@ -1,8 +1,10 @@
-// The failover client (client/failover_client.h) across two `tokenhive router`s in front of
-// two stories260K cells, all real processes on 127.0.0.1: the router a greedy stream goes
-// through is killed (-9) mid-stream and the caller's stream goes on through the other router,
-// token for token the uninterrupted run's; an endpoint list with a dead entry works through
-// the live one. (All endpoints down and malformed lists: tests/unit/client/failover_client_test.cpp.)
+// The failover client (client/failover_client.h) across `tokenhive router`s in front of two
+// stories260K cells, all real processes on 127.0.0.1: the router a stream goes through is
+// killed (-9) mid-stream and the caller's stream goes on through the next router, token for
+// token the uninterrupted run's (greedy completions, then seeded chat: three routers in all,
+// one per kill and one left, each routing to both cells); an endpoint list with a dead entry
+// works through the live one. (All endpoints down, malformed lists, the shared budget:
+// tests/unit/client/failover_client_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -35,6 +37,7 @@ struct Streamed {
   std::string text, finish;
   std::vector<int32_t> ids;
   std::vector<std::string> chunk_ids;  // each chunk's "id"
+  int roles = 0;                       // chat: chunks with the assistant's role
   bool done = false;
   std::string error;
 };
@@ -53,6 +56,10 @@ bool take_chunk(const std::string& data, Streamed& out) {
   out.chunk_ids.push_back(j.value("id", ""));
   for (const json& c : j["choices"]) {
     out.text += c.value("text", "");
+    if (c.contains("delta")) {
+      out.text += c["delta"].value("content", "");
+      out.roles += c["delta"].contains("role") ? 1 : 0;
+    }
     for (const json& id : c.value("token_ids", json::array())) out.ids.push_back(id.get<int32_t>());
     if (!c["finish_reason"].is_null()) out.finish = c["finish_reason"];
   }
@@ -61,6 +68,21 @@ bool take_chunk(const std::string& data, Streamed& out) {
 
 const json kGreedy = {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"ignore_eos", true},
                       {"temperature", 0},             {"stream", true},    {"return_token_ids", true}};
+const json kSeededChat = {{"messages", {{{"role", "user"}, {"content", "Tell me about a dog"}}}},
+                          {"max_tokens", 300}, {"ignore_eos", true}, {"temperature", 0.9}, {"seed", 11},
+                          {"stream", true},    {"return_token_ids", true}};
+
+// One uninterrupted stream through `url` alone.
+Streamed clean_run(const std::string& url, const std::string& path, const json& body) {
+  Streamed out;
+  auto plain = client::HttpClient::create(url);
+  EXPECT_TRUE(plain.ok());
+  Result<client::Response> r = (*plain)->stream_events("POST", path, body.dump(),
+                                                       [&](const client::SseEvent& e) { return take_chunk(e.data, out); });
+  EXPECT_TRUE(r.ok()) << r.message();
+  if (r.ok()) EXPECT_EQ(r->status, 200) << r->body;
+  return out;
+}
 
 // A socket bound to a loopback port but not listening: connecting to it is refused, and the
 // port stays ours (no other test can take it) until the fd is closed.
@@ -80,7 +102,7 @@ struct RefusingPort {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 };
 
-TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheOtherRouterTokenIdentical) {
+TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheNextRouterTokenIdentical) {
   ServeProcess cell_a(cell_args()), cell_b(cell_args());
   ASSERT_TRUE(cell_a.ok()) << cell_a.log();
   ASSERT_TRUE(cell_b.ok()) << cell_b.log();
@@ -90,15 +112,7 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheOtherRouterTokenIdenti
   ASSERT_TRUE(second.ok()) << second.log();
 
   // The uninterrupted run, through the second router alone.
-  Streamed clean;
-  {
-    auto plain = client::HttpClient::create(second.url());
-    ASSERT_TRUE(plain.ok());
-    Result<client::Response> r = (*plain)->stream_events("POST", "/v1/completions", kGreedy.dump(),
-                                                         [&](const client::SseEvent& e) { return take_chunk(e.data, clean); });
-    ASSERT_TRUE(r.ok()) << r.message();
-    ASSERT_EQ(r->status, 200) << r->body;
-  }
+  const Streamed clean = clean_run(second.url(), "/v1/completions", kGreedy);
   ASSERT_TRUE(clean.done) << clean.error;
   ASSERT_EQ(clean.ids.size(), 400u);
 
@@ -135,12 +149,37 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheOtherRouterTokenIdenti
   EXPECT_EQ(s.endpoints[0].failures, 1u);
   EXPECT_EQ(s.endpoints[1].failures, 0u);
 
+  // Seeded sampling over chat, the same way: the second router killed, the third goes on.
+  ServeProcess third("router", router_args, 30);
+  ASSERT_TRUE(third.ok()) << third.log();
+  const Streamed clean_chat = clean_run(third.url(), "/v1/chat/completions", kSeededChat);
+  ASSERT_TRUE(clean_chat.done) << clean_chat.error;
+  ASSERT_EQ(clean_chat.ids.size(), 300u);
+  auto c2 = client::FailoverClient::create(second.url() + "," + third.url(), o);
+  ASSERT_TRUE(c2.ok()) << c2.message();
+  Streamed chat;
+  killed = false;
+  r = (*c2)->stream_events("POST", "/v1/chat/completions", kSeededChat.dump(), [&](const client::SseEvent& e) {
+    const bool ok = take_chunk(e.data, chat);
+    if (!killed && chat.ids.size() >= 20) {
+      ::kill(second.pid(), SIGKILL);
+      killed = true;
+    }
+    return ok;
+  });
+  ASSERT_TRUE(r.ok()) << r.message() << "\n" << third.log();
+  EXPECT_TRUE(chat.done) << chat.error;
+  EXPECT_EQ(chat.ids, clean_chat.ids);
+  EXPECT_EQ(chat.text, clean_chat.text);
+  EXPECT_EQ(chat.roles, 1);  // the role chunk once, though two routers began the answer
+  EXPECT_EQ((*c2)->stats().resumes, 1u);
+
   // A list with an entry nothing answers: every call gets through the live one.
   RefusingPort dead;
   ASSERT_GT(dead.port, 0);
   client::FailoverOptions long_rest = o;
   long_rest.down_base = std::chrono::milliseconds(60'000);  // still resting at the third call, however slow the machine
-  auto partial = client::FailoverClient::create(dead.url() + "," + second.url(), long_rest);
+  auto partial = client::FailoverClient::create(dead.url() + "," + third.url(), long_rest);
   ASSERT_TRUE(partial.ok()) << partial.message();
   for (int i = 0; i < 3; ++i) {
     Result<client::Response> models = (*partial)->request("GET", "/v1/models");

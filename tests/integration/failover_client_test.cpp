@@ -178,7 +178,7 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheNextRouterTokenIdentic
   RefusingPort dead;
   ASSERT_GT(dead.port, 0);
   client::FailoverOptions long_rest = o;
-  long_rest.down_base = std::chrono::milliseconds(60'000);  // still resting at the third call, however slow the machine
+  long_rest.down_base = long_rest.down_max = std::chrono::milliseconds(60'000);  // still resting at the third call, however slow the machine
   auto partial = client::FailoverClient::create(dead.url() + "," + third.url(), long_rest);
   ASSERT_TRUE(partial.ok()) << partial.message();
   for (int i = 0; i < 3; ++i) {

@@ -53,14 +53,21 @@ class OneShotServer {
     thread_ = std::thread([this] { serve(); });
   }
   ~OneShotServer() {
-    ::shutdown(fd_, SHUT_RDWR);
-    thread_.join();
+    stop();
     ::close(fd_);
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  const std::string& request_body() const { return body_; }  // after the client's call returned
+  /// @brief The body of the request it got ("" when none came): it stops serving first.
+  const std::string& request_body() {
+    stop();
+    return body_;
+  }
 
  private:
+  void stop() {
+    ::shutdown(fd_, SHUT_RDWR);  // ends a wait in accept()
+    if (thread_.joinable()) thread_.join();
+  }
   void serve() {
     const int c = ::accept(fd_, nullptr, nullptr);
     if (c < 0) return;

@@ -56,7 +56,8 @@ struct ServeBenchOptions {
 // Several URLs ("A,B"): the load is spread over them, and a stream whose endpoint fails
 // goes on through another (client/failover_client.h): what a client of a replicated
 // service sees, so failures are then the ones no endpoint could hide.
-Result<StreamFn> make_http_stream(const std::string& url) {
+// `failover`, when the list has several URLs, gets the client (for its counters after the run).
+Result<StreamFn> make_http_stream(const std::string& url, std::shared_ptr<client::FailoverClient>* failover) {
   client::HttpClientOptions o;
   o.retry.max_attempts = 1;
   o.max_idle_connections = 1024;
@@ -74,6 +75,7 @@ Result<StreamFn> make_http_stream(const std::string& url) {
     f.http = o;
     TH_ASSIGN_OR_RETURN(std::unique_ptr<client::FailoverClient> made, client::FailoverClient::create(url, f));
     std::shared_ptr<client::FailoverClient> http = std::move(made);
+    *failover = http;
     return StreamFn([http, check](const std::string& path, const std::string& body,
                                   const std::function<bool(std::string_view)>& on_event) -> Status {
       return check(http->stream_events("POST", path, body, [&](const client::SseEvent& e) { return on_event(e.data); },
@@ -173,7 +175,8 @@ int run_bench_serve(ServeBenchOptions o) {
                            {"seed", o.workload.seed},
                            {"started_at", utc_now()}};
 
-  Result<StreamFn> stream = make_http_stream(o.url);
+  std::shared_ptr<client::FailoverClient> failover;
+  Result<StreamFn> stream = make_http_stream(o.url, &failover);
   if (!stream.ok()) return fail(stream.message());
   bench::OpenAiTarget target;
   target.endpoint = o.endpoint;
@@ -211,6 +214,11 @@ int run_bench_serve(ServeBenchOptions o) {
   std::fputs("bench serve: energy not measured (a client cannot read the server's RAPL or GPU counters); no joules "
              "per token\n",
              stderr);
+  if (failover) {
+    const client::FailoverStats f = failover->stats();
+    std::fprintf(stderr, "bench serve: failover: %llu tries after a first, %llu streams resumed on another endpoint\n",
+                 static_cast<unsigned long long>(f.failovers), static_cast<unsigned long long>(f.resumes));
+  }
   std::fflush(stdout);
   if (!o.json_path.empty()) {
     Status st = write_file(o.json_path, bench::stats_json(stats, config).dump(2) + "\n");

@@ -18,7 +18,7 @@
 // sampler's draw keyed by (seed, position) makes the rest token-identical.
 // Ids the caller did not ask for are removed; `id` and `created` stay the
 // first chunk's. A router in front of cells passes the continuation to one
-// of them (and does not move a continued stream itself: this client does).
+// of them, and moves it on if that cell fails (cluster/proxy_request.h).
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/failover_client.h"
@@ -71,6 +72,34 @@ const json kGreedy = {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"ign
 const json kSeededChat = {{"messages", {{{"role", "user"}, {"content", "Tell me about a dog"}}}},
                           {"max_tokens", 300}, {"ignore_eos", true}, {"temperature", 0.9}, {"seed", 11},
                           {"stream", true},    {"return_token_ids", true}};
+
+// A counter from `url`/metrics, -1 when absent.
+double metric(const std::string& url, const std::string& name) {
+  auto c = client::HttpClient::create(url);
+  if (!c.ok()) return -1;
+  Result<client::Response> r = (*c)->request("GET", "/metrics");
+  if (!r.ok()) return -1;
+  const size_t at = r->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(r->body.substr(at + name.size() + 2));
+}
+
+// The router at `url`'s view of `cell` (/admin/cells), null when it has none.
+json cell_view(const std::string& url, const std::string& cell) {
+  auto c = client::HttpClient::create(url);
+  if (!c.ok()) return json();
+  Result<client::Response> r = (*c)->request("GET", "/admin/cells");
+  if (!r.ok() || r->status != 200) return json();
+  const json j = json::parse(r->body, nullptr, false);
+  if (!j.is_object()) return json();
+  for (const json& x : j.value("cells", json::array()))
+    if (x.value("url", "") == cell) return x;
+  return json();
+}
+
+bool router_sees_dead(const std::string& url, const std::string& cell) {
+  const json v = cell_view(url, cell);
+  return v.is_object() && v.value("state", "") == "dead";
+}
 
 // One uninterrupted stream through `url` alone.
 Streamed clean_run(const std::string& url, const std::string& path, const json& body) {
@@ -159,11 +188,23 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheNextRouterTokenIdentic
   ASSERT_TRUE(c2.ok()) << c2.message();
   Streamed chat;
   killed = false;
+  std::string cell_killed;
   r = (*c2)->stream_events("POST", "/v1/chat/completions", kSeededChat.dump(), [&](const client::SseEvent& e) {
     const bool ok = take_chunk(e.data, chat);
     if (!killed && chat.ids.size() >= 20) {
       ::kill(second.pid(), SIGKILL);
       killed = true;
+    }
+    // Then the cell the third router resumed it on: the router moves the continuation on.
+    if (killed && cell_killed.empty() && chat.ids.size() >= 60) {
+      for (ServeProcess* cell : {&cell_a, &cell_b}) {
+        const json v = cell_view(third.url(), cell->url());
+        if (v.is_object() && v.value("requests_in_flight", 0) > 0) {
+          ::kill(cell->pid(), SIGKILL);
+          cell_killed = cell->url();
+          break;
+        }
+      }
     }
     return ok;
   });
@@ -173,6 +214,14 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheNextRouterTokenIdentic
   EXPECT_EQ(chat.text, clean_chat.text);
   EXPECT_EQ(chat.roles, 1);  // the role chunk once, though two routers began the answer
   EXPECT_EQ((*c2)->stats().resumes, 1u);
+  EXPECT_FALSE(cell_killed.empty());
+  // The third router moved the resumed stream off its dead cell (a continuation moves again).
+  EXPECT_EQ(metric(third.url(), "tokenhive_router_migrations_total"), 1.0) << third.log();
+
+  // Until the third router has seen its cell die, a call it sends there is a 502.
+  for (int i = 0; i < 200 && !router_sees_dead(third.url(), cell_killed); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(router_sees_dead(third.url(), cell_killed)) << third.log();
 
   // A list with an entry nothing answers: every call gets through the live one.
   RefusingPort dead;

@@ -26,6 +26,7 @@
 #include "bench/openai_stream.h"
 #include "bench/workload.h"
 #include "cli/bench.h"
+#include "client/failover_client.h"
 #include "client/http_client.h"
 
 namespace th::cli {
@@ -52,24 +53,41 @@ struct ServeBenchOptions {
 // the one place that knows the HTTP client (src/client/, th::client::HttpClient).
 // No retries: a benchmark counts failures, it does not hide them. The key, when the
 // server wants one, comes from $OPENAI_API_KEY (as vLLM's benchmark takes it).
-Result<StreamFn> make_http_stream(const std::string& url) {
+// Several URLs ("A,B"): the load is spread over them, and a stream whose endpoint fails
+// goes on through another (client/failover_client.h): what a client of a replicated
+// service sees, so failures are then the ones no endpoint could hide.
+// `failover`, when the list has several URLs, gets the client (for its counters after the run).
+Result<StreamFn> make_http_stream(const std::string& url, std::shared_ptr<client::FailoverClient>* failover) {
   client::HttpClientOptions o;
   o.retry.max_attempts = 1;
   o.max_idle_connections = 1024;
   if (const char* key = std::getenv("OPENAI_API_KEY")) o.bearer_token = key;
-  TH_ASSIGN_OR_RETURN(std::unique_ptr<client::HttpClient> made, client::HttpClient::create(url, o));
-  std::shared_ptr<client::HttpClient> http = std::move(made);
-  return StreamFn([http](const std::string& path, const std::string& body,
-                         const std::function<bool(std::string_view)>& on_event) -> Status {
-    Result<client::Response> r = http->stream_events(
-        "POST", path, body, [&](const client::SseEvent& e) { return on_event(e.data); },
-        {{"Content-Type", "application/json"}});
+  auto check = [](Result<client::Response> r) -> Status {
     if (!r.ok()) return r.status();
     if (r->status != 200) {
       std::string first = r->body.substr(0, r->body.find('\n')).substr(0, 300);
       return Status::errorf("HTTP ", r->status, ": ", first);
     }
     return ok_status();
+  };
+  if (url.find(',') != std::string::npos) {
+    client::FailoverOptions f;
+    f.http = o;
+    TH_ASSIGN_OR_RETURN(std::unique_ptr<client::FailoverClient> made, client::FailoverClient::create(url, f));
+    std::shared_ptr<client::FailoverClient> http = std::move(made);
+    *failover = http;
+    return StreamFn([http, check](const std::string& path, const std::string& body,
+                                  const std::function<bool(std::string_view)>& on_event) -> Status {
+      return check(http->stream_events("POST", path, body, [&](const client::SseEvent& e) { return on_event(e.data); },
+                                       {{"Content-Type", "application/json"}}));
+    });
+  }
+  TH_ASSIGN_OR_RETURN(std::unique_ptr<client::HttpClient> made, client::HttpClient::create(url, o));
+  std::shared_ptr<client::HttpClient> http = std::move(made);
+  return StreamFn([http, check](const std::string& path, const std::string& body,
+                                const std::function<bool(std::string_view)>& on_event) -> Status {
+    return check(http->stream_events("POST", path, body, [&](const client::SseEvent& e) { return on_event(e.data); },
+                                     {{"Content-Type", "application/json"}}));
   });
 }
 
@@ -157,7 +175,8 @@ int run_bench_serve(ServeBenchOptions o) {
                            {"seed", o.workload.seed},
                            {"started_at", utc_now()}};
 
-  Result<StreamFn> stream = make_http_stream(o.url);
+  std::shared_ptr<client::FailoverClient> failover;
+  Result<StreamFn> stream = make_http_stream(o.url, &failover);
   if (!stream.ok()) return fail(stream.message());
   bench::OpenAiTarget target;
   target.endpoint = o.endpoint;
@@ -195,6 +214,11 @@ int run_bench_serve(ServeBenchOptions o) {
   std::fputs("bench serve: energy not measured (a client cannot read the server's RAPL or GPU counters); no joules "
              "per token\n",
              stderr);
+  if (failover) {
+    const client::FailoverStats f = failover->stats();
+    std::fprintf(stderr, "bench serve: failover: %llu tries after a first, %llu streams resumed on another endpoint\n",
+                 static_cast<unsigned long long>(f.failovers), static_cast<unsigned long long>(f.resumes));
+  }
   std::fflush(stdout);
   if (!o.json_path.empty()) {
     Status st = write_file(o.json_path, bench::stats_json(stats, config).dump(2) + "\n");
@@ -214,7 +238,8 @@ BenchSubcommand add_bench_serve(CLI::App& bench) {
   ServeBenchOptions& o = *f;
   CLI::App* app = bench.add_subcommand(
       "serve", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, E2E, throughput, goodput (vLLM's bench serve).");
-  app->add_option("--url,--base-url", o.url, "the server, e.g. http://127.0.0.1:8080");
+  app->add_option("--url,--base-url", o.url,
+                  "the server, e.g. http://127.0.0.1:8080; several, comma-separated, share the load and take over each other's streams");
   app->add_option("--endpoint", o.endpoint, "the streaming endpoint (/v1/completions, or /v1/chat/completions)");
   app->add_option("--model", o.model, "the model field of each request (default: none sent, the server's one model)");
   app->add_option("--dataset-name", o.workload.kind, "random | shared-prefix | jsonl")

@@ -86,6 +86,20 @@ bool append_ids(const json& v, std::vector<int32_t>& out) {
   return true;
 }
 
+// A continuation the router can extend: prompt ids (not empty), generated ids and text bytes
+// (both optional). Anything else is not moved; the cell refuses it with its own 400.
+bool read_continuation(const json& c, ProxyRequest& q) {
+  if (!c.is_object()) return false;
+  const json* prompt = member(c, "prompt_token_ids");
+  if (!prompt || !append_ids(*prompt, q.continued_prompt_ids) || q.continued_prompt_ids.empty()) return false;
+  if (const json* ids = member(c, "token_ids"); ids && !append_ids(*ids, q.continued_ids)) return false;
+  if (const json* t = member(c, "text_bytes")) {
+    if (!t->is_number_integer() || t->get<int64_t>() < 0 || t->get<int64_t>() > INT32_MAX) return false;
+    q.continued_text_bytes = t->get<int64_t>();
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string_view endpoint_label(ProxyEndpoint e) {
@@ -108,8 +122,14 @@ Result<ProxyRequest> inspect_request(ProxyEndpoint endpoint, std::string_view bo
   q.stream = is_true(q.body, "stream");
   q.wants_ids = endpoint == ProxyEndpoint::kGenerate || is_true(q.body, "return_token_ids");
   if (!member(q.body, "seed")) q.body["seed"] = static_cast<int64_t>(seed_if_none & 0x7fffffff);
+  const json* continuation = member(q.body, "continuation");
   q.movable = q.stream && int_or(q.body, "n", 1) == 1 && prompt_count(q.body, chat) == 1 && !is_true(q.body, "echo") &&
-              !member(q.body, "continuation");
+              (!continuation || read_continuation(*continuation, q));
+  if (!q.movable) {
+    q.continued_prompt_ids.clear();
+    q.continued_ids.clear();
+    q.continued_text_bytes = 0;
+  }
   if (q.movable) q.body["return_token_ids"] = true;
   const std::string bytes = prompt_bytes(q.body, chat);
   q.route.prefix_blocks = prefix_block_hashes(bytes);
@@ -177,6 +197,14 @@ Status check_cell_answer(int status, std::string_view body) {
   Result<json> parsed = parse_ordered_json_bounded(body, kCellAnswerLimits);
   if (!parsed.ok()) return Status::errorf("a body that is ", parsed.message());
   return ok_status();
+}
+
+StreamSnapshot start_snapshot(const ProxyRequest& request) {
+  StreamSnapshot s;
+  s.prompt_ids = request.continued_prompt_ids;
+  s.generated = request.continued_ids;
+  s.text_bytes = request.continued_text_bytes;
+  return s;
 }
 
 bool resumable(const ProxyRequest& request, const StreamSnapshot& snap) {

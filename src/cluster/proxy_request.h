@@ -37,6 +37,10 @@ struct ProxyRequest {
   nlohmann::ordered_json body;  // as sent, plus the router's seed (and return_token_ids when movable)
   bool stream = false;
   bool movable = false;    // streamed, one choice, one prompt, no echo: resumable on another cell
+  // A request that is itself a well-formed continuation (a client resuming a stream through
+  // this router, failover_client.h): what it carries starts the snapshot, so it moves again.
+  std::vector<int32_t> continued_prompt_ids, continued_ids;
+  int64_t continued_text_bytes = 0;
   bool wants_ids = false;  // the client asked for token ids (or it is /v1/generate)
   RouteRequest route;      // prefix block hashes, priority, cost
 };
@@ -73,6 +77,9 @@ std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRe
 /// body) may go to the client: a final status (200-599) and a JSON body within
 /// kCellAnswerLimits. Otherwise the cell failed: its answer is not passed on.
 Status check_cell_answer(int status, std::string_view body);
+
+/// @brief The snapshot a request's stream starts from: empty, or what its continuation carries.
+StreamSnapshot start_snapshot(const ProxyRequest& request);
 
 /// @brief True when a stream with this snapshot can continue on another cell.
 bool resumable(const ProxyRequest& request, const StreamSnapshot& snap);

@@ -271,6 +271,7 @@ void RouterService::Impl::proxy(Task& t) {
 
 Outcome RouterService::Impl::route(Task& t, const ProxyRequest& q) {
   Attempts a;
+  a.snap = start_snapshot(q);
   for (int attempt = 0; attempt < options.max_attempts; ++attempt) {
     if (t.client_gone.load()) break;
     std::shared_ptr<Cell> cell = wait_for_cell(q.route, a.excluded, t);

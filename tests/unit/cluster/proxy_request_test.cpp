@@ -178,5 +178,30 @@ TEST(ProxyRequest, ResumeBodyIsTheRequestPlusTheContinuation) {
   EXPECT_EQ(r["continuation"]["text_bytes"], 2);
 }
 
+// A client resuming a stream through the router (client/failover_client.h) sends a
+// continuation; the router extends it, so a cell dying under the resumed stream moves it again.
+TEST(ProxyRequest, AContinuationMovesAgainWithWhatItCarried) {
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions,
+                           R"({"prompt":"x","stream":true,"seed":3,"continuation":{"prompt_token_ids":[1,2],"token_ids":[7,8],"text_bytes":4}})");
+  ASSERT_TRUE(q.movable);
+  StreamSnapshot s = start_snapshot(q);
+  EXPECT_TRUE(resumable(q, s));
+  rewrite_chunk(R"({"choices":[{"text":"abc","token_ids":[9]}]})", q, s);
+  json r = json::parse(resume_body(q, s));
+  EXPECT_EQ(r["continuation"], json::parse(R"({"prompt_token_ids":[1,2],"token_ids":[7,8,9],"text_bytes":7})"));
+  EXPECT_EQ(r["seed"], 3);
+
+  // One the router cannot read is passed on as it is (the cell's 400 names the field) and never moved.
+  for (const char* bad : {R"({"prompt":"x","stream":true,"continuation":{"token_ids":[1]}})",
+                          R"({"prompt":"x","stream":true,"continuation":{"prompt_token_ids":[]}})",
+                          R"({"prompt":"x","stream":true,"continuation":{"prompt_token_ids":[1],"token_ids":["a"]}})",
+                          R"({"prompt":"x","stream":true,"continuation":{"prompt_token_ids":[1],"text_bytes":-1}})",
+                          R"({"prompt":"x","stream":true,"continuation":[1]})"}) {
+    ProxyRequest b = inspect(ProxyEndpoint::kCompletions, bad);
+    EXPECT_FALSE(b.movable) << bad;
+    EXPECT_TRUE(start_snapshot(b).prompt_ids.empty()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace th::cluster

@@ -1,0 +1,218 @@
+// FailoverClient without a model: endpoint lists, every endpoint down, the shared budget.
+// (Two routers and a router killed mid-stream: tests/integration/failover_client_test.cpp.)
+#include "client/failover_client.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace th::client {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A loopback port bound but not listening: a connect is refused at once, and no other test
+// can take the port while the fd is open.
+struct RefusingPort {
+  int fd = -1, port = 0;
+  RefusingPort() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { ::close(fd); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+// A server for one connection on a loopback port: it reads one request (head and
+// Content-Length body), keeps it, writes `answer` and closes.
+class OneShotServer {
+ public:
+  explicit OneShotServer(std::string answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 4) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~OneShotServer() {
+    stop();
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  /// @brief The body of the request it got ("" when none came): it stops serving first.
+  const std::string& request_body() {
+    stop();
+    return body_;
+  }
+
+ private:
+  void stop() {
+    ::shutdown(fd_, SHUT_RDWR);  // ends a wait in accept()
+    if (thread_.joinable()) thread_.join();
+  }
+  void serve() {
+    const int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0) return;
+    std::string in;
+    char buf[4096];
+    size_t head_end = std::string::npos, want = 0;
+    while (head_end == std::string::npos || in.size() < head_end + 4 + want) {
+      const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      in.append(buf, static_cast<size_t>(n));
+      if (head_end == std::string::npos && (head_end = in.find("\r\n\r\n")) != std::string::npos) {
+        const size_t cl = in.find("Content-Length: ");
+        if (cl != std::string::npos && cl < head_end) want = std::stoul(in.substr(cl + 16));
+      }
+    }
+    if (head_end != std::string::npos) body_ = in.substr(head_end + 4);
+    ::send(c, answer_.data(), answer_.size(), MSG_NOSIGNAL);
+    ::close(c);
+  }
+
+  int fd_ = -1, port_ = 0;
+  std::string answer_, body_;
+  std::thread thread_;
+};
+
+// SSE events as one chunk each of a chunked 200 response; `end` adds the last chunk.
+std::string sse_answer(const std::vector<std::string>& events, bool end) {
+  std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const std::string& e : events) {
+    const std::string piece = "data: " + e + "\n\n";
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", piece.size());
+    out += std::string(size) + "\r\n" + piece + "\r\n";
+  }
+  if (end) out += "0\r\n\r\n";
+  return out;
+}
+
+TEST(FailoverClient, AStreamBrokenMidwayGoesOnThroughTheNextEndpointWithItsContinuation) {
+  // The first endpoint sends two tokens and breaks off inside the chunked body.
+  OneShotServer a(sse_answer({R"({"id":"cmpl-1","created":5,"choices":[{"index":0,"text":" Once","prompt_token_ids":[1,7],"token_ids":[40],"finish_reason":null}]})",
+                              R"({"id":"cmpl-1","created":5,"choices":[{"index":0,"text":" upon","token_ids":[41],"finish_reason":null}]})"},
+                             false));
+  OneShotServer b(sse_answer({R"({"id":"cmpl-2","created":9,"choices":[{"index":0,"text":" a","token_ids":[42],"finish_reason":"length"}]})",
+                              "[DONE]"},
+                             true));
+  FailoverOptions o;
+  o.seed = 3;
+  auto c = FailoverClient::create(a.url() + "," + b.url(), o);
+  ASSERT_TRUE(c.ok()) << c.message();
+  std::vector<std::string> got;
+  Result<Response> r = (*c)->stream_events("POST", "/v1/completions", R"({"prompt":"Once","max_tokens":3,"stream":true})",
+                                           [&](const SseEvent& e) {
+                                             got.push_back(e.data);
+                                             return true;
+                                           });
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->attempts, 2);
+  // The caller sees one stream: the first endpoint's id and time, no ids it did not ask for.
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0], R"({"id":"cmpl-1","created":5,"choices":[{"index":0,"text":" Once","finish_reason":null}]})");
+  EXPECT_EQ(got[2], R"({"id":"cmpl-1","created":5,"choices":[{"index":0,"text":" a","finish_reason":"length"}]})");
+  EXPECT_EQ(got[3], "[DONE]");
+  // The second endpoint was asked to go on from there, with the same seed.
+  const nlohmann::json sent = nlohmann::json::parse(b.request_body());
+  EXPECT_EQ(sent["continuation"], nlohmann::json::parse(R"({"prompt_token_ids":[1,7],"token_ids":[40,41],"text_bytes":10})"));
+  EXPECT_EQ(sent["seed"], nlohmann::json::parse(a.request_body())["seed"]);
+  EXPECT_EQ(sent["return_token_ids"], true);
+  EXPECT_EQ((*c)->stats().resumes, 1u);
+}
+
+TEST(FailoverClient, EndpointLists) {
+  Result<std::vector<std::string>> ok = parse_endpoint_list("http://a:1, http://b:2/v1 ,http://[::1]:3");
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(*ok, (std::vector<std::string>{"http://a:1", "http://b:2/v1", "http://[::1]:3"}));
+  EXPECT_EQ(parse_endpoint_list("http://a:1")->size(), 1u);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "entry 1 is empty"},
+      {"http://a:1,", "entry 2 is empty"},
+      {"http://a:1,,http://b:2", "entry 2 is empty"},
+      {"http://a:1,ftp://b", "entry 2: base URL ftp://b: must start with http://"},
+      {"http://a:1,http://b:99999", "entry 2: base URL http://b:99999: bad port"},
+      {"http://a:1,https://b", "https is not supported"},
+      {"http://a:1, http://a:1", "http://a:1 is given twice"},
+  };
+  for (const auto& [list, want] : bad) {
+    Result<std::vector<std::string>> r = parse_endpoint_list(list);
+    ASSERT_FALSE(r.ok()) << list;
+    EXPECT_NE(r.message().find("endpoint list '" + list + "'"), std::string::npos) << r.message();
+    EXPECT_NE(r.message().find(want), std::string::npos) << r.message();
+  }
+  Result<std::unique_ptr<FailoverClient>> c = FailoverClient::create("http://a:1,nope");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("entry 2: base URL nope"), std::string::npos) << c.message();
+}
+
+TEST(FailoverClient, EveryEndpointDownIsOneClearErrorAfterBoundedTries) {
+  RefusingPort a, b;
+  ASSERT_GT(a.port, 0);
+  ASSERT_GT(b.port, 0);
+  FailoverOptions o;
+  o.down_base = 50ms;
+  std::vector<std::chrono::milliseconds> waits;
+  o.sleep = [&](std::chrono::milliseconds d) { waits.push_back(d); };  // no real waiting: the count is the point
+  auto c = FailoverClient::create(a.url() + "," + b.url(), o);
+  ASSERT_TRUE(c.ok()) << c.message();
+  const auto start = std::chrono::steady_clock::now();
+  Result<Response> r = (*c)->stream_events("POST", "/v1/completions", R"({"prompt":"x","stream":true})",
+                                           [](const SseEvent&) { return true; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  // Both endpoints named with what went wrong, and why the client stopped: 2 per endpoint.
+  EXPECT_NE(r.message().find("/v1/completions: every endpoint failed (2 endpoints, 4 tries)"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find(a.url() + ": "), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find(b.url() + ": "), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("refused"), std::string::npos) << r.message();
+  const FailoverStats s = (*c)->stats();
+  EXPECT_EQ(s.tries, 4u);
+  EXPECT_EQ(s.endpoints[0].failures + s.endpoints[1].failures, 4u);
+  EXPECT_EQ(s.endpoints[0].failures_in_a_row, 2);
+  // Tries 3 and 4 found both endpoints resting and waited (once each) for the first to be back.
+  ASSERT_EQ(waits.size(), 2u);
+  for (std::chrono::milliseconds w : waits) EXPECT_LE(w, 100ms);
+}
+
+TEST(FailoverClient, TheRetryBudgetIsSharedByEveryEndpoint) {
+  RefusingPort a, b, d;
+  FailoverOptions o;
+  o.budget = {/*ratio=*/0.0, /*min_per_second=*/0.0, /*capacity=*/2.0};
+  o.sleep = [](std::chrono::milliseconds) {};
+  auto c = FailoverClient::create(a.url() + "," + b.url() + "," + d.url(), o);
+  ASSERT_TRUE(c.ok()) << c.message();
+  Result<Response> first = (*c)->request("GET", "/v1/models");  // 1 try + the budget's 2 retries
+  ASSERT_FALSE(first.ok());
+  Result<Response> second = (*c)->request("GET", "/v1/models");  // 1 try, no retry left
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.message().find("1 try, then the retry budget was empty"), std::string::npos) << second.message();
+  const FailoverStats s = (*c)->stats();
+  EXPECT_EQ(s.tries, 4u);
+  EXPECT_EQ(s.failovers, 2u);
+  EXPECT_EQ(s.budget_exhausted, 2u);
+  for (const EndpointStats& e : s.endpoints) EXPECT_TRUE(e.resting) << e.url;
+}
+
+}  // namespace
+}  // namespace th::client

@@ -207,6 +207,7 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   const AttentionOptions opt{swa ? c.sliding_window : 0, c.attn_softcap};
   b.attention(kvl, ab, q_, attn_, c.n_head, c.n_head_kv, c.head_dim, scale, opt);
   b.matmul(L.wo, attn_, o_, n);
+  reduce(o_, n * c.n_embd);  // tensor parallelism: each rank's heads gave a partial sum
 }
 
 // h_ holds the normed input; the output goes to o_.
@@ -222,6 +223,7 @@ void LlamaModel::ffn_block(const Layer& L, int64_t n) {
     b.swiglu(gate_, up_, gate_, n * c.n_ff);
   }
   b.matmul(L.w_down, gate_, o_, n);
+  reduce(o_, n * c.n_embd);
 }
 
 // Mixture of experts: the router's softmax over all experts, the top k kept and their
@@ -294,6 +296,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
                                                          kv.block_size() + p % kv.block_size());
   }
 
+  if (comm_ && comm_->size() > 1 && comm_->rank() == 0) TH_RETURN_IF_ERROR(send_plan(batch, type, kv));
   ensure_capacity(n);
   Backend& b = *backend_;
   const AttentionBatch ab{n, batch.seq.data(), batch.pos.data(), slots.data(),
@@ -320,6 +323,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
       b.add(x_, o_, n * c.n_embd);
     }
   }
+  TH_RETURN_IF_ERROR(comm_status_);
 
   // Only the rows that want logits go through the final norm and the (large) output matrix.
   std::vector<int32_t> rows;

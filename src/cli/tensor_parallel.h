@@ -1,0 +1,46 @@
+// What generate and serve share to run one model across ranks (--tensor-parallel N, under
+// mpirun): the communicator, the start-up checks every rank agrees on (so a bad input is a
+// clear error on every rank, never a hang), and the per-rank memory line.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "format/gguf.h"
+#include "model/llama_model.h"
+#include "parallel/communicator.h"
+
+namespace th::cli {
+
+/// How long a start-up step may wait for the slowest rank (loading a large model included).
+inline constexpr std::chrono::milliseconds kStartupTimeout{std::chrono::minutes(5)};
+
+/// @brief The communicator for --tensor-parallel n: one process for n = 1, else MPI, whose
+/// job (mpirun -np) must have exactly n ranks.
+Result<std::unique_ptr<Communicator>> start_communicator(int n);
+
+/// @brief "" with one rank, else " (rank R of N)": what a verb's messages add.
+std::string rank_label(const Communicator& comm);
+
+/// @brief Every rank opened the same model (model_fingerprint), agreed: else an error naming
+/// the first rank that differs from rank 0, on every rank.
+Status check_same_model(Communicator& comm, const GgufFile& file);
+
+/// @brief Shards the model (LlamaModel::shard), agreed across ranks; with more than one rank
+/// prints this rank's share to stderr ("<verb>: rank R of N: heads ..").
+Status shard_model(Communicator& comm, LlamaModel& model, std::string_view verb);
+
+/// @brief This process's resident set now and at its peak (/proc/self/status VmRSS, VmHWM),
+/// in bytes; 0 where /proc cannot be read.
+struct ResidentMemory {
+  size_t now = 0, peak = 0;
+};
+ResidentMemory resident_memory();
+/// @brief "tokenhive <verb>: rank R of N: resident X MiB, peak Y MiB" to stderr.
+void print_resident(const Communicator& comm, std::string_view verb = "tokenhive generate");
+
+}  // namespace th::cli

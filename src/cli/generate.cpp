@@ -132,7 +132,11 @@ int run_generate(int argc, char** argv) {
   if (comm.failed()) abort_job(comm, st.message());
   if (Status s = (*model)->stop_followers(); !s.ok()) abort_job(comm, s.message());
   if (!st.ok()) return fail(st.message());
-  if (comm.size() > 1) print_resident(comm);
+  if (comm.size() > 1) {
+    print_resident(comm);
+    std::fprintf(stderr, "tokenhive generate: rank 0: %.3f s in all-reduces of %.3f s of prompt and generation\n",
+                 comm.all_reduce_seconds(), st->prompt_seconds + st->generate_seconds);
+  }
   auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
   std::fprintf(stderr, "prompt: %lld tokens, %.2f tokens/s\ngeneration: %lld tokens, %.2f tokens/s\n",
                static_cast<long long>(st->n_prompt), rate(st->n_prompt, st->prompt_seconds),

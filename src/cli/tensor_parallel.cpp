@@ -1,8 +1,13 @@
 #include "cli/tensor_parallel.h"
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <vector>
+
+#include "backend/backend.h"
+#include "cli/compute_types.h"
+#include "model/encrypted_model.h"
 
 namespace th::cli {
 
@@ -63,6 +68,51 @@ ResidentMemory resident_memory() {
     if (key == "VmHWM:" && in >> kib) m.peak = kib * 1024;
   }
   return m;
+}
+
+Status agree_opened(Communicator& comm, const Result<GgufFile>& file) {
+  TH_RETURN_IF_ERROR(agree(comm, file.status(), kStartupTimeout));
+  return check_same_model(comm, *file);
+}
+
+Status agree_loaded(Communicator& comm, const Result<std::unique_ptr<LlamaModel>>& model, std::string_view verb) {
+  TH_RETURN_IF_ERROR(agree(comm, model.status(), kStartupTimeout));
+  return shard_model(comm, **model, verb);
+}
+
+int run_follower(Communicator& comm, const FollowerSetup& s) {
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
+  auto fail = [&](const Status& st) {
+    std::fprintf(stderr, "%s%s: %s\n", s.verb.c_str(), rank_label(comm).c_str(), st.message().c_str());
+    if (comm.failed()) comm.abort(1);
+    return 1;
+  };
+  Result<GgufFile> file = open_model(s.path, s.key_file);
+  if (Status st = agree_opened(comm, file); !st.ok()) return fail(st);
+  CpuBackendOptions options;
+  options.n_threads = s.threads;
+  std::unique_ptr<Backend> backend = make_cpu_backend(options);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, s.n_ctx);
+  if (Status st = agree_loaded(comm, model, s.verb); !st.ok()) return fail(st);
+  std::string list_error;
+  std::optional<std::vector<ComputeType>> types = parse_compute_type_list(s.compute_types, &list_error);
+  if (!types) return fail(Status::error("--compute-types: " + list_error));
+  types->push_back(parse_compute_type(s.default_compute_type).value_or(ComputeType::Native));
+  if (Status st = agree(comm, load_compute_types(**model, *types, "serve", true), kStartupTimeout); !st.ok())
+    return fail(st);
+  if (Status st = (*model)->follow(); !st.ok()) {
+    fail(st);
+    comm.abort(1);
+  }
+  print_resident(comm, s.verb);
+  return 0;
+}
+
+AbortUnlessFinished::~AbortUnlessFinished() {
+  if (finished_ || comm_->size() == 1) return;
+  std::fprintf(stderr, "rank 0 stopped before the end: ending the MPI job\n");
+  comm_->abort(1);
 }
 
 void print_resident(const Communicator& comm, std::string_view verb) {

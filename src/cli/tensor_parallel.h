@@ -34,6 +34,40 @@ Status check_same_model(Communicator& comm, const GgufFile& file);
 /// prints this rank's share to stderr ("<verb>: rank R of N: heads ..").
 Status shard_model(Communicator& comm, LlamaModel& model, std::string_view verb);
 
+/// @brief open_model's outcome agreed by every rank, then check_same_model.
+Status agree_opened(Communicator& comm, const Result<GgufFile>& file);
+/// @brief LlamaModel::load's outcome agreed by every rank, then shard_model.
+Status agree_loaded(Communicator& comm, const Result<std::unique_ptr<LlamaModel>>& model, std::string_view verb);
+
+/// @brief What a rank other than 0 loads: the same flags rank 0 got.
+struct FollowerSetup {
+  std::string path, key_file;
+  int threads = 0;
+  int64_t n_ctx = 0;
+  std::string compute_types, default_compute_type;  // serve's lists (the default added)
+  std::string verb;
+};
+/// @brief A rank other than 0 under serve: the start-up steps rank 0 takes (agree_opened,
+/// agree_loaded, the compute types), then LlamaModel::follow until rank 0 says stop. SIGTERM
+/// and SIGINT are ignored (rank 0 drains and then stops the others; a job mpirun ends goes
+/// on to SIGKILL). Returns the exit code; a failed collective ends the job (abort).
+int run_follower(Communicator& comm, const FollowerSetup& setup);
+
+/// @brief Rank 0's guard: leaving its scope before finished() (an early error return) ends
+/// the whole job, since the other ranks may be waiting in a collective rank 0 will not join.
+class AbortUnlessFinished {
+ public:
+  explicit AbortUnlessFinished(Communicator& comm) : comm_(&comm) {}
+  ~AbortUnlessFinished();
+  AbortUnlessFinished(const AbortUnlessFinished&) = delete;
+  AbortUnlessFinished& operator=(const AbortUnlessFinished&) = delete;
+  void finished() { finished_ = true; }
+
+ private:
+  Communicator* comm_;
+  bool finished_ = false;
+};
+
 /// @brief This process's resident set now and at its peak (/proc/self/status VmRSS, VmHWM),
 /// in bytes; 0 where /proc cannot be read.
 struct ResidentMemory {

@@ -39,6 +39,9 @@ class Communicator {
   /// Whether a collective failed or timed out: the ranks may now disagree on what comes next,
   /// so the way out is abort(), not an orderly shutdown.
   virtual bool failed() const = 0;
+  /// Wall time spent in all_reduce_sum so far (seconds): the step's share that communication
+  /// (and waiting for the slowest rank) takes.
+  virtual double all_reduce_seconds() const { return 0; }
 };
 
 /// @brief One process: rank 0 of 1; every collective leaves its data as it is.

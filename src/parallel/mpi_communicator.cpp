@@ -69,8 +69,11 @@ class MpiCommunicator final : public Communicator {
 
   Status all_reduce_sum(float* data, size_t n) override {
     TH_RETURN_IF_ERROR(check_count(n, "all-reduce"));
-    return mpi_status(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                      "all-reduce");
+    const double start = MPI_Wtime();
+    Status s = mpi_status(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                          "all-reduce");
+    reduce_seconds_ += MPI_Wtime() - start;
+    return s;
   }
   Status all_gather(const void* send, size_t bytes, void* recv) override {
     TH_RETURN_IF_ERROR(check_count(bytes, "all-gather"));
@@ -93,6 +96,7 @@ class MpiCommunicator final : public Communicator {
     return wait(req, "barrier", std::chrono::steady_clock::now() + timeout, true);
   }
   bool failed() const override { return g_failed; }
+  double all_reduce_seconds() const override { return reduce_seconds_; }
   [[noreturn]] void abort(int code) override {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -102,6 +106,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   int rank_, size_;
+  double reduce_seconds_ = 0;
 };
 
 }  // namespace

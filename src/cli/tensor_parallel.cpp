@@ -66,6 +66,9 @@ ResidentMemory resident_memory() {
   while (in >> key) {
     if (key == "VmRSS:" && in >> kib) m.now = kib * 1024;
     if (key == "VmHWM:" && in >> kib) m.peak = kib * 1024;
+    if (key == "RssAnon:" && in >> kib) m.anon = kib * 1024;
+    if (key == "RssFile:" && in >> kib) m.file = kib * 1024;
+    if (key == "RssShmem:" && in >> kib) m.shmem = kib * 1024;
   }
   return m;
 }
@@ -117,9 +120,10 @@ AbortUnlessFinished::~AbortUnlessFinished() {
 
 void print_resident(const Communicator& comm, std::string_view verb) {
   const ResidentMemory m = resident_memory();
-  std::fprintf(stderr, "%.*s: rank %d of %d: resident %.1f MiB, peak %.1f MiB\n", static_cast<int>(verb.size()),
-               verb.data(), comm.rank(), comm.size(), static_cast<double>(m.now) / (1 << 20),
-               static_cast<double>(m.peak) / (1 << 20));
+  auto mib = [](size_t b) { return static_cast<double>(b) / (1 << 20); };
+  std::fprintf(stderr, "%.*s: rank %d of %d: resident %.1f MiB (%.1f anonymous, %.1f of files, %.1f shared), peak %.1f MiB\n",
+               static_cast<int>(verb.size()), verb.data(), comm.rank(), comm.size(), mib(m.now), mib(m.anon), mib(m.file),
+               mib(m.shmem), mib(m.peak));
 }
 
 }  // namespace th::cli

@@ -72,9 +72,10 @@ class AbortUnlessFinished {
 /// in bytes; 0 where /proc cannot be read.
 struct ResidentMemory {
   size_t now = 0, peak = 0;
+  size_t anon = 0, file = 0, shmem = 0;  // now, by kind (RssAnon, RssFile, RssShmem)
 };
 ResidentMemory resident_memory();
-/// @brief "tokenhive <verb>: rank R of N: resident X MiB, peak Y MiB" to stderr.
+/// @brief "tokenhive <verb>: rank R of N: resident X MiB (...), peak Y MiB" to stderr.
 void print_resident(const Communicator& comm, std::string_view verb = "tokenhive generate");
 
 }  // namespace th::cli

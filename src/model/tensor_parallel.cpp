@@ -16,7 +16,9 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "format/gguf.h"
@@ -32,20 +34,32 @@ WeightView rows_of(const WeightView& w, int64_t first, int64_t n) {
                     static_cast<const uint8_t*>(w.data) + static_cast<size_t>(first) * row_bytes(w.type, w.cols)};
 }
 
-// Tells the kernel this process will not read [p, p + n) again, so its pages leave the
-// resident set: the source of a column slice, read once to copy. MADV_PAGEOUT keeps the
-// contents (a decrypted model in anonymous memory without swap simply stays resident), where
-// MADV_DONTNEED would zero anonymous pages. Only whole pages inside the range.
+// Whether [p, p + n) lies in a mapping of a file (/proc/self/maps: an inode), where dropping
+// pages from this process loses nothing: they are read again from the page cache or the file.
+bool file_backed(const void* p, size_t n) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), b = a + n;
+  while (std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    unsigned long long offset = 0, inode = 0;
+    char perms[8] = {}, dev[16] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %llx %15s %llu", &lo, &hi, perms, &offset, dev, &inode) != 6) continue;
+    if (a >= lo && a < hi) return inode != 0 && b <= hi;
+  }
+  return false;
+}
+
+// Drops [p, p + n) from this process's resident set after a column slice was copied out of
+// it: the whole pages inside the range. MADV_DONTNEED for a file's mapping (the kernel reads
+// the pages again if anyone touches them: nobody will); nothing for anonymous memory (a
+// decrypted model), where it would zero the weights. Not MADV_PAGEOUT: it skips pages
+// another process maps too, and every rank reads part of every row.
 void release_pages(const void* p, size_t n) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-#ifdef MADV_PAGEOUT
-  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_PAGEOUT);
-#else
-  (void)lo;
-  (void)hi;
-#endif
+  if (hi > lo && file_backed(p, n)) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 constexpr int64_t kStep = 1, kStop = 2;

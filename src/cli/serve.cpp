@@ -379,6 +379,21 @@ Status load_serving(const ServeFlags& f, const std::string& path, const std::vec
                kStartupTimeout);
 }
 
+// Under --tensor-parallel, after the warm-up (the engine idle: one thread makes MPI calls at
+// a time): every rank's memory, printed and in /metrics.
+Status report_rank_memory(LlamaModel& model, const Communicator& comm, server::ServingMetrics& metrics) {
+  if (comm.size() == 1) return ok_status();
+  TH_ASSIGN_OR_RETURN(auto ranks, model.rank_memory());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::fprintf(stderr, "tokenhive serve: rank %zu of %d: %.1f MiB of weight matrices, resident %.1f MiB\n", r,
+                 comm.size(), static_cast<double>(ranks[r].first) / (1 << 20),
+                 static_cast<double>(ranks[r].second) / (1 << 20));
+    metrics.set_rank_memory(static_cast<int>(r), static_cast<double>(ranks[r].first),
+                            static_cast<double>(ranks[r].second));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 int run_serve(int argc, char** argv) {
@@ -449,6 +464,7 @@ int run_serve(int argc, char** argv) {
   if (!engine.ok()) return fail(engine.message());
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
   if (Status s = run_warmup(f.warmup, **engine, *L.tok); !s.ok()) return fail(s.message());
+  if (Status s = report_rank_memory(**model, comm, metrics); !s.ok()) return fail(s.message());
   api.attach(**engine, *L.tok, *L.chat, embedding_pooling(f.pooling, *L.file));
   announce_ready(f, *path, ec->kv.primary_blocks, (*engine)->max_model_len());
 

@@ -101,6 +101,9 @@ class LlamaModel {
   Status follow();
   /// Rank 0: ends the other ranks' follow().
   Status stop_followers();
+  /// Rank 0, while no forward pass runs: every rank's {weight-matrix bytes, resident bytes
+  /// (VmRSS)} now, in rank order (a plan the followers answer).
+  Result<std::vector<std::pair<uint64_t, uint64_t>>> rank_memory();
 
  private:
   struct Layer {

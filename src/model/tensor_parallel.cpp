@@ -62,7 +62,16 @@ void release_pages(const void* p, size_t n) {
   if (hi > lo && file_backed(p, n)) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
-constexpr int64_t kStep = 1, kStop = 2;
+constexpr int64_t kStep = 1, kStop = 2, kReport = 3;
+
+uint64_t resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  uint64_t kib = 0;
+  while (in >> key)
+    if (key == "VmRSS:" && in >> kib) return kib * 1024;
+  return 0;
+}
 // The plan's fixed part: kind, compute type, tokens, sequences, table entries, KV blocks,
 // KV block size, KV dtype.
 constexpr size_t kHeader = 8;
@@ -179,6 +188,24 @@ Status LlamaModel::stop_followers() {
   return comm_->broadcast(header, sizeof header, 0);
 }
 
+Result<std::vector<std::pair<uint64_t, uint64_t>>> LlamaModel::rank_memory() {
+  const uint64_t mine[2] = {weight_bytes(ComputeType::Native), resident_bytes()};
+  const int n = comm_ ? comm_->size() : 1;
+  std::vector<uint64_t> all(2 * static_cast<size_t>(n));
+  if (n == 1) {
+    all.assign(mine, mine + 2);
+  } else {
+    if (comm_->rank() == 0) {
+      int64_t header[kHeader] = {kReport, 0, 0, 0, 0, 0, 0, 0};
+      TH_RETURN_IF_ERROR(comm_->broadcast(header, sizeof header, 0));
+    }
+    TH_RETURN_IF_ERROR(comm_->all_gather(mine, sizeof mine, all.data()));
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (int r = 0; r < n; ++r) out.emplace_back(all[2 * static_cast<size_t>(r)], all[2 * static_cast<size_t>(r) + 1]);
+  return out;
+}
+
 Status LlamaModel::follow() {
   if (!comm_ || comm_->rank() == 0) return Status::error("follow: only ranks other than 0 follow rank 0's plans");
   std::unique_ptr<KvCache> kv;
@@ -189,6 +216,10 @@ Status LlamaModel::follow() {
     int64_t h[kHeader] = {};
     TH_RETURN_IF_ERROR(comm_->broadcast(h, sizeof h, 0, /*idle=*/true));
     if (h[0] == kStop) return ok_status();
+    if (h[0] == kReport) {
+      TH_RETURN_IF_ERROR(rank_memory().status());
+      continue;
+    }
     const int64_t n = h[2], n_seq = h[3], entries = h[4];
     if (h[0] != kStep || n < 0 || n_seq < 0 || entries < 0 || n > (int64_t{1} << 24) || n_seq > n || entries > (int64_t{1} << 28))
       return Status::errorf("follow: rank 0 sent a malformed plan (kind ", h[0], ", ", n, " tokens)");

@@ -186,6 +186,10 @@ TEST_F(TensorParallelCli, ServeTwoRanksGivesReferenceTextAloneAndBatched) {
   for (std::thread& t : ts) t.join();
   EXPECT_EQ(together, alone);
   EXPECT_NE(server.log().find("rank 1 of 2: query heads 4..7"), std::string::npos) << server.log();
+  // Every rank's memory, gathered by rank 0 after the warm-up.
+  test::HttpReply m = test::request(server.port(), "GET", "/metrics");
+  EXPECT_NE(m.body.find("tokenhive_tensor_parallel_resident_bytes{rank=\"1\"}"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("tokenhive_tensor_parallel_weight_bytes{rank=\"0\"}"), std::string::npos) << m.body;
 }
 
 TEST(TensorParallelCliWithoutMpi, IsRefusedWithAMessageOrRunsAlone) {

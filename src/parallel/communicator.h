@@ -52,7 +52,7 @@ std::unique_ptr<Communicator> make_local_communicator();
 /// or when MPI cannot start.
 Result<std::unique_ptr<Communicator>> make_mpi_communicator();
 
-/// @brief Whether this build has MPI (TH_HAVE_MPI).
+/// @brief Whether this build has MPI (CMake's TH_MPI).
 bool mpi_available();
 
 /// @brief Every rank's status, gathered: ok when every rank's is, else the first failing

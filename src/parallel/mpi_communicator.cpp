@@ -1,4 +1,4 @@
-// The MPI communicator (built when CMake finds MPI: TH_HAVE_MPI). Every call returns MPI's
+// The MPI communicator (built when CMake's TH_MPI is on: an MPI library was found). Every call returns MPI's
 // error as a Status (MPI_ERRORS_RETURN) instead of aborting inside the library; waits that
 // could last (the barrier, a follower's wait for the next step) poll MPI_Test so they can
 // time out or sleep.

@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -190,6 +194,54 @@ TEST_F(TensorParallelCli, ServeTwoRanksGivesReferenceTextAloneAndBatched) {
   test::HttpReply m = test::request(server.port(), "GET", "/metrics");
   EXPECT_NE(m.body.find("tokenhive_tensor_parallel_resident_bytes{rank=\"1\"}"), std::string::npos) << m.body;
   EXPECT_NE(m.body.find("tokenhive_tensor_parallel_weight_bytes{rank=\"0\"}"), std::string::npos) << m.body;
+}
+
+// The pid of the rank `rank` among launcher's children (Open MPI puts the rank in each
+// one's environment), or -1.
+pid_t child_rank(pid_t launcher, int rank) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(launcher) + "/task")) {
+    std::ifstream children(task.path() / "children");
+    pid_t pid = 0;
+    while (children >> pid) {
+      std::string env = test::slurp("/proc/" + std::to_string(pid) + "/environ");
+      for (size_t at = 0; at < env.size(); at = env.find('\0', at) + 1) {
+        if (env.compare(at, want.size() + 1, want + '\0') == 0) return pid;
+        if (env.find('\0', at) == std::string::npos) break;
+      }
+    }
+  }
+  return -1;
+}
+
+// A rank that dies mid-stream ends the whole cell, promptly and with a non-zero exit: mpirun
+// sees the death and ends rank 0 (SIGTERM: it starts draining; then SIGKILL), so nothing
+// waits forever in an all-reduce the dead rank will never join.
+TEST_F(TensorParallelCli, ARankKilledMidStreamEndsTheJobWithoutAHang) {
+  std::vector<std::string> launcher = mpirun(exe_);
+  launcher.insert(launcher.end(), {"-np", "2"});
+  test::ServeProcess server(launcher, "serve",
+                            {"--tensor-parallel", "2", "-m", stories(), "-t", "1", "--kv-cache-mib", "16",
+                             "--access-log", ""},
+                            60);
+  ASSERT_TRUE(server.ok()) << server.log();
+  const pid_t rank1 = child_rank(server.pid(), 1);
+  ASSERT_GT(rank1, 0) << "no child of mpirun with OMPI_COMM_WORLD_RANK=1";
+  std::thread stream([&] {
+    const std::string body = nlohmann::json({{"prompt", "Tom had a"}, {"max_tokens", 2000}, {"temperature", 0},
+                                             {"stream", true}, {"ignore_eos", true}}).dump();
+    // Not test::request: a cut stream (the expected end) is no complete response.
+    test::TestConnection c(server.port(), std::chrono::seconds(30));
+    if (c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body))
+      (void)c.read_response();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  const int code = server.wait(20);  // -1: still there after 20 s (then killed), or a signal
+  stream.join();
+  EXPECT_GT(code, 0) << server.log();
+  EXPECT_NE(server.log().find("exited on signal 9"), std::string::npos) << server.log();
 }
 
 TEST(TensorParallelCliWithoutMpi, IsRefusedWithAMessageOrRunsAlone) {

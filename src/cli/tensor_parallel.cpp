@@ -48,7 +48,7 @@ Status shard_model(Communicator& comm, LlamaModel& model, std::string_view verb)
   const int r = comm.rank();
   std::fprintf(stderr,
                "%.*s: rank %d of %d: query heads %lld..%lld of %lld, KV heads %lld..%lld of %lld, FFN columns "
-               "%lld..%lld of %lld; %.1f MiB of weight matrices (the output matrix counted: rank 0 alone reads it)\n",
+               "%lld..%lld of %lld; %.1f MiB of weight matrices (rank 0's include the output matrix)\n",
                static_cast<int>(verb.size()), verb.data(), r, comm.size(), static_cast<long long>(r * c.n_head),
                static_cast<long long>((r + 1) * c.n_head - 1), static_cast<long long>(full.n_head),
                static_cast<long long>(r * c.n_head_kv), static_cast<long long>((r + 1) * c.n_head_kv - 1),

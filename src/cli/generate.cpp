@@ -97,9 +97,8 @@ int run_generate(int argc, char** argv) {
   CpuBackendOptions backend_options;
   backend_options.n_threads = n_threads;
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, opt.n_ctx);
-  if (Status s = step(model.status()); !s.ok()) return failed(s);
-  if (Status s = shard_model(comm, **model, "tokenhive generate"); !s.ok()) return failed(s);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, opt.n_ctx, &comm);
+  if (Status s = agree_loaded(comm, *file, model, "tokenhive generate"); !s.ok()) return failed(s);
   opt.compute_type = parse_compute_type(compute_type).value_or(ComputeType::Native);
   if (opt.compute_type == ComputeType::Auto) opt.compute_type = ComputeType::Native;
   if (Status s = step(load_compute_types(**model, {opt.compute_type}, "generate", false)); !s.ok())

@@ -358,8 +358,8 @@ Status load_serving(const ServeFlags& f, const std::string& path, const std::vec
   backend_options.n_threads = f.threads;
   backend_options.pin = !compute_cpus.empty();
   L.backend = make_cpu_backend(backend_options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*L.file, *L.backend, f.max_model_len);
-  TH_RETURN_IF_ERROR(agree_loaded(comm, model, "tokenhive serve"));
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*L.file, *L.backend, f.max_model_len, &comm);
+  TH_RETURN_IF_ERROR(agree_loaded(comm, *L.file, model, "tokenhive serve"));
   L.model = std::move(*model);
   if (size_t b = L.backend->prepared_weight_bytes(); b > 0)
     std::fprintf(stderr, "tokenhive serve: repacked %.2f GB of weights for the kernels (TOKENHIVE_REPACK=0: off)\n",

@@ -40,10 +40,11 @@ Status check_same_model(Communicator& comm, const GgufFile& file) {
   return ok_status();
 }
 
-Status shard_model(Communicator& comm, LlamaModel& model, std::string_view verb) {
-  if (comm.size() == 1) return ok_status();
-  const ModelConfig full = model.config();
-  TH_RETURN_IF_ERROR(agree(comm, model.shard(comm), kStartupTimeout));
+void print_shard(const Communicator& comm, const GgufFile& file, const LlamaModel& model, std::string_view verb) {
+  if (comm.size() == 1) return;
+  Result<ModelConfig> whole = config_from_gguf(file);
+  if (!whole.ok()) return;
+  const ModelConfig& full = *whole;
   const ModelConfig& c = model.config();
   const int r = comm.rank();
   std::fprintf(stderr,
@@ -55,7 +56,6 @@ Status shard_model(Communicator& comm, LlamaModel& model, std::string_view verb)
                static_cast<long long>(full.n_head_kv), static_cast<long long>(r * c.n_ff),
                static_cast<long long>((r + 1) * c.n_ff - 1), static_cast<long long>(full.n_ff),
                static_cast<double>(model.weight_bytes(ComputeType::Native)) / (1 << 20));
-  return ok_status();
 }
 
 ResidentMemory resident_memory() {
@@ -78,9 +78,11 @@ Status agree_opened(Communicator& comm, const Result<GgufFile>& file) {
   return check_same_model(comm, *file);
 }
 
-Status agree_loaded(Communicator& comm, const Result<std::unique_ptr<LlamaModel>>& model, std::string_view verb) {
+Status agree_loaded(Communicator& comm, const GgufFile& file, const Result<std::unique_ptr<LlamaModel>>& model,
+                    std::string_view verb) {
   TH_RETURN_IF_ERROR(agree(comm, model.status(), kStartupTimeout));
-  return shard_model(comm, **model, verb);
+  print_shard(comm, file, **model, verb);
+  return ok_status();
 }
 
 int run_follower(Communicator& comm, const FollowerSetup& s) {
@@ -96,8 +98,8 @@ int run_follower(Communicator& comm, const FollowerSetup& s) {
   CpuBackendOptions options;
   options.n_threads = s.threads;
   std::unique_ptr<Backend> backend = make_cpu_backend(options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, s.n_ctx);
-  if (Status st = agree_loaded(comm, model, s.verb); !st.ok()) return fail(st);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, s.n_ctx, &comm);
+  if (Status st = agree_loaded(comm, *file, model, s.verb); !st.ok()) return fail(st);
   std::string list_error;
   std::optional<std::vector<ComputeType>> types = parse_compute_type_list(s.compute_types, &list_error);
   if (!types) return fail(Status::error("--compute-types: " + list_error));

@@ -30,14 +30,16 @@ std::string rank_label(const Communicator& comm);
 /// the first rank that differs from rank 0, on every rank.
 Status check_same_model(Communicator& comm, const GgufFile& file);
 
-/// @brief Shards the model (LlamaModel::shard), agreed across ranks; with more than one rank
-/// prints this rank's share to stderr ("<verb>: rank R of N: heads ..").
-Status shard_model(Communicator& comm, LlamaModel& model, std::string_view verb);
+/// @brief With more than one rank, this rank's share of the model (loaded with the
+/// communicator) to stderr: "<verb>: rank R of N: query heads ..".
+void print_shard(const Communicator& comm, const GgufFile& file, const LlamaModel& model, std::string_view verb);
 
 /// @brief open_model's outcome agreed by every rank, then check_same_model.
 Status agree_opened(Communicator& comm, const Result<GgufFile>& file);
-/// @brief LlamaModel::load's outcome agreed by every rank, then shard_model.
-Status agree_loaded(Communicator& comm, const Result<std::unique_ptr<LlamaModel>>& model, std::string_view verb);
+/// @brief LlamaModel::load's outcome (with the communicator: sharded) agreed by every rank,
+/// then print_shard.
+Status agree_loaded(Communicator& comm, const GgufFile& file, const Result<std::unique_ptr<LlamaModel>>& model,
+                    std::string_view verb);
 
 /// @brief What a rank other than 0 loads: the same flags rank 0 got.
 struct FollowerSetup {

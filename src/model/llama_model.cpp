@@ -55,7 +55,8 @@ WeightView LlamaModel::expert(const WeightView& first, int64_t e) {
                         static_cast<size_t>(e * first.rows) * row_bytes(first.type, first.cols)};
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend& backend, int64_t n_ctx) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend& backend, int64_t n_ctx,
+                                                     Communicator* comm) {
   TH_ASSIGN_OR_RETURN(ModelConfig cfg, config_from_gguf(f));
   std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, backend));
   const ModelConfig& c = m->cfg_;
@@ -140,11 +141,13 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend&
     if (c.n_expert == 0) {
       TH_ASSIGN_OR_RETURN(L.w_down, matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
     }
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router})
-      if (w->data) *w = backend.prepare_weight(*w);
     m->layers_.push_back(L);
   }
-  m->output_ = backend.prepare_weight(m->output_);
+  if (comm) TH_RETURN_IF_ERROR(m->shard(*comm));  // tensor_parallel.cpp
+  for (Layer& L : m->layers_)
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router})
+      if (w->data) *w = backend.prepare_weight(*w);
+  if (!comm || comm->rank() == 0) m->output_ = backend.prepare_weight(m->output_);  // only rank 0 reads it
   return m;
 }
 

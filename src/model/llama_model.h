@@ -56,7 +56,10 @@ class LlamaModel {
   /// The file must outlive the model (weights stay in its mapping).
   /// n_ctx: the longest sequence the caller will run (0: the training context); phi3 picks
   /// its long RoPE factors when it exceeds rope.scaling.original_context_length, as llama.cpp.
-  static Result<std::unique_ptr<LlamaModel>> load(const GgufFile& f, Backend& backend, int64_t n_ctx = 0);
+  /// comm (tensor parallelism, more than one rank): keeps only this rank's shard (shard()),
+  /// before the backend prepares (repacks) the weights, so a rank repacks only its share.
+  static Result<std::unique_ptr<LlamaModel>> load(const GgufFile& f, Backend& backend, int64_t n_ctx = 0,
+                                                  Communicator* comm = nullptr);
   ~LlamaModel();
 
   const ModelConfig& config() const { return cfg_; }
@@ -92,11 +95,6 @@ class LlamaModel {
   std::string unavailable_reason(ComputeType t) const;
 
   // Tensor parallelism by attention heads (tensor_parallel.cpp).
-  /// Keeps this rank's share of every matrix (comm.size() ranks; whole KV heads, 1/N of the
-  /// FFN), so config() afterwards says this rank's heads and FFN width (what its KV cache
-  /// holds), and forward() all-reduces through comm. Before add_compute_type. Refused with
-  /// the reason when the shape does not divide (KV heads, FFN width, whole quant blocks).
-  Status shard(Communicator& comm);
   /// Ranks other than 0: run the forward passes rank 0 broadcasts until it sends stop.
   Status follow();
   /// Rank 0: ends the other ranks' follow().
@@ -136,6 +134,11 @@ class LlamaModel {
   void ensure_capacity(int64_t n_tokens);
   void final_hidden(const ForwardBatch& batch, std::vector<float>& hidden);
   void free_buffers();
+  // load(..., comm): keeps this rank's share of every matrix (comm.size() ranks; whole KV
+  // heads, 1/N of the FFN), so config() afterwards says this rank's heads and FFN width (what
+  // its KV cache holds), and forward() all-reduces through comm. Refused with the reason when
+  // the shape does not divide (KV heads, FFN width, whole quant blocks).
+  Status shard(Communicator& comm);
   WeightView column_slice(const WeightView& w, int64_t first, int64_t n);
   void reduce(float* y, int64_t n);  // sum over ranks; a failure stays in comm_status_
   Status send_plan(const ForwardBatch& batch, ComputeType type, const KvCache& kv);

@@ -1,4 +1,4 @@
-// A model split by attention heads across ranks (LlamaModel::shard, ranks as threads here:
+// A model split by attention heads across ranks (LlamaModel::load with a communicator, ranks as threads here:
 // thread_communicator.h) computes what the whole model computes: rank 0's logits within
 // f32 rounding of one process's, for stories260K (8 heads, 4 KV heads) at 2 and 4 ranks and
 // for the architectures whose layers add pieces the split must carry (qwen2's q/k/v biases,
@@ -60,19 +60,16 @@ std::vector<float> run_split(const GgufFile& f, int n, ComputeType type = Comput
   for (int r = 1; r < n; ++r)
     followers.emplace_back([&, r] {
       auto b = backend();
-      auto m = LlamaModel::load(f, *b);
+      auto m = LlamaModel::load(f, *b, 0, comms[static_cast<size_t>(r)].get());
       ASSERT_TRUE(m.ok()) << m.message();
-      Status s = (*m)->shard(*comms[static_cast<size_t>(r)]);
-      ASSERT_TRUE(s.ok()) << s.message();
+      Status s;
       if (type != ComputeType::Native) ASSERT_TRUE((*m)->add_compute_type(type, 1).ok());
       s = (*m)->follow();
       EXPECT_TRUE(s.ok()) << s.message();
     });
   auto b = backend();
-  auto m = LlamaModel::load(f, *b);
+  auto m = LlamaModel::load(f, *b, 0, comms[0].get());
   EXPECT_TRUE(m.ok()) << m.message();
-  Status s = (*m)->shard(*comms[0]);
-  EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ((*m)->config().n_head_kv * n, (*LlamaModel::load(f, *b))->config().n_head_kv);
   if (type != ComputeType::Native) EXPECT_TRUE((*m)->add_compute_type(type, 1).ok());
   std::vector<float> out = run(**m, *b, type);
@@ -164,13 +161,11 @@ TEST(TensorParallel, Q8_0ColumnSlicesAreWholeBlocks) {
   expect_close(run_split(*f, 2), run_whole(*f), 1e-3);
 }
 
-// A communicator that only says its rank and size: shard() decides from those alone.
+// Rank 0's load with n ranks: the shard is decided from the shape alone, no collective.
 std::string shard_error(const GgufFile& f, int n) {
   auto comms = test::thread_communicators(n);
   auto b = backend();
-  auto m = LlamaModel::load(f, *b);
-  EXPECT_TRUE(m.ok()) << m.message();
-  return (*m)->shard(*comms[0]).message();
+  return LlamaModel::load(f, *b, 0, comms[0].get()).message();
 }
 
 TEST(TensorParallel, ShapesThatDoNotSplitAreRefused) {

@@ -17,6 +17,9 @@ PACKAGES=(
   chromium
   # systemd-analyze verify on deploy/systemd/ (tests/integration/deploy_test.cpp).
   systemd
+  # MPI: tensor parallelism (serve/generate --tensor-parallel under mpirun); optional in
+  # CMake, and its tests skip without mpirun.
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

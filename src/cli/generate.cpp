@@ -3,12 +3,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 
 #include "backend/backend.h"
 #include "cli/compute_types.h"
 #include "cli/parse_flags.h"
+#include "cli/tensor_parallel.h"
 #include "cli/verbs.h"
 #include "engine/generator.h"
 #include "model/encrypted_model.h"
@@ -24,6 +26,14 @@ int fail(const std::string& msg) {
   std::fprintf(stderr, "tokenhive generate: %s\n", msg.c_str());
   return 1;
 }
+
+// Under --tensor-parallel, once a collective failed: a peer may wait in the next one, so
+// the whole job ends here (mpirun reports every rank's exit).
+[[noreturn]] void abort_job(Communicator& comm, const std::string& msg) {
+  std::fprintf(stderr, "tokenhive generate%s: %s; ending the MPI job\n", rank_label(comm).c_str(), msg.c_str());
+  comm.abort(1);
+  std::abort();  // not reached: abort() does not return (the call is virtual)
+}
 }  // namespace
 
 int run_generate(int argc, char** argv) {
@@ -33,7 +43,7 @@ int run_generate(int argc, char** argv) {
   GenerateOptions opt;
   SamplingParams& sp = opt.sampling;
   int64_t seed = -1;
-  int n_threads = 0;
+  int n_threads = 0, tensor_parallel = 1;
   std::string key_file, compute_type = "native";
   app.add_option("-m,--model", model_flag, "GGUF model or Hugging Face folder (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("-p,--prompt", prompt, "prompt text; '' starts from BOS alone");
@@ -59,6 +69,10 @@ int run_generate(int argc, char** argv) {
   app.add_flag("--ignore-eos", opt.ignore_eos, "keep generating past end-of-text tokens");
   app.add_option("-t,--threads", n_threads, "compute threads; 0: one per physical core")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--tensor-parallel", tensor_parallel,
+                 "split the model by attention heads across this many ranks of an MPI job (mpirun -np N tokenhive "
+                 "generate --tensor-parallel N ...); rank 0 prints")
+      ->check(CLI::Range(1, 4096));
   if (std::optional<int> rc = parse_flags(app, "generate", argc, argv)) return *rc;
   if (Status s = sp.validate(); !s.ok()) {
     std::fprintf(stderr, "tokenhive generate: %s\n", s.message().c_str());
@@ -66,21 +80,35 @@ int run_generate(int argc, char** argv) {
   }
   sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
+  Result<std::unique_ptr<Communicator>> started = start_communicator(tensor_parallel);
+  if (!started.ok()) return fail(started.message());
+  Communicator& comm = **started;
+  // Each start-up step's outcome is agreed by every rank (agree: one rank's error is every
+  // rank's), so no rank goes on into a collective its peers will never join.
+  auto step = [&](const Status& mine) { return agree(comm, mine, kStartupTimeout); };
+  auto failed = [&](const Status& s) { return comm.failed() ? (abort_job(comm, s.message()), 1) : fail(s.message() + rank_label(comm)); };
   Result<std::string> path = resolve_model_path(model_flag);
-  if (!path.ok()) return fail(path.message());
+  if (Status s = step(path.status()); !s.ok()) return failed(s);
   Result<GgufFile> file = open_model(*path, key_file);
-  if (!file.ok()) return fail(file.message());
+  if (Status s = step(file.status()); !s.ok()) return failed(s);
+  if (Status s = step(check_same_model(comm, *file)); !s.ok()) return failed(s);
   Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
-  if (!tok.ok()) return fail(tok.message());
+  if (Status s = step(tok.status()); !s.ok()) return failed(s);
   CpuBackendOptions backend_options;
   backend_options.n_threads = n_threads;
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, opt.n_ctx);
-  if (!model.ok()) return fail(model.message());
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, opt.n_ctx, &comm);
+  if (Status s = agree_loaded(comm, *file, model, "tokenhive generate"); !s.ok()) return failed(s);
   opt.compute_type = parse_compute_type(compute_type).value_or(ComputeType::Native);
   if (opt.compute_type == ComputeType::Auto) opt.compute_type = ComputeType::Native;
-  if (Status s = load_compute_types(**model, {opt.compute_type}, "generate", false); !s.ok())
-    return fail("--compute-type " + compute_type + ": " + s.message());
+  if (Status s = step(load_compute_types(**model, {opt.compute_type}, "generate", false)); !s.ok())
+    return failed(Status::error("--compute-type " + compute_type + ": " + s.message()));
+  if (comm.rank() != 0) {  // a follower: rank 0's forward passes until it says stop
+    Status s = (*model)->follow();
+    if (!s.ok()) abort_job(comm, s.message());
+    print_resident(comm);
+    return 0;
+  }
 
   // BOS, then the prompt as SentencePiece encodes it (with its leading space).
   std::vector<int32_t> ids = tok->encode(prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -100,7 +128,14 @@ int run_generate(int argc, char** argv) {
   std::fputs(detok.flush().c_str(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (comm.failed()) abort_job(comm, st.message());
+  if (Status s = (*model)->stop_followers(); !s.ok()) abort_job(comm, s.message());
   if (!st.ok()) return fail(st.message());
+  if (comm.size() > 1) {
+    print_resident(comm);
+    std::fprintf(stderr, "tokenhive generate: rank 0: %.3f s in all-reduces of %.3f s of prompt and generation\n",
+                 comm.all_reduce_seconds(), st->prompt_seconds + st->generate_seconds);
+  }
   auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
   std::fprintf(stderr, "prompt: %lld tokens, %.2f tokens/s\ngeneration: %lld tokens, %.2f tokens/s\n",
                static_cast<long long>(st->n_prompt), rate(st->n_prompt, st->prompt_seconds),

@@ -31,6 +31,7 @@
 #include "cli/compute_types.h"
 #include "cli/flag_env.h"
 #include "cli/parse_flags.h"
+#include "cli/tensor_parallel.h"
 #include "cli/verbs.h"
 #include "cluster/cell_membership.h"
 #include "engine/engine.h"
@@ -95,6 +96,7 @@ struct ServeFlags {
   std::string cors_origins;
   std::string chat_template;  // a Jinja file, or "chatml"; empty: the model's own
   std::string pooling;        // embeddings: mean | last; empty: the model's metadata, else mean
+  int tensor_parallel = 1;
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -180,6 +182,10 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
                  "embeddings (/v1/embeddings): mean or last over the prompt's final hidden states (default: the "
                  "model's <arch>.pooling_type when it says mean or last, else mean)")
       ->check(CLI::IsMember({"mean", "last"}));
+  app.add_option("--tensor-parallel", f.tensor_parallel,
+                 "split the model by attention heads across this many ranks of an MPI job (mpirun -np N tokenhive "
+                 "serve --tensor-parallel N ...): rank 0 serves HTTP, the others compute their shard of each step")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--access-log", f.access_log, "access log (JSON lines): a file, '-' for stderr, '' for none")
       ->capture_default_str();
 }
@@ -335,6 +341,70 @@ void announce_ready(const ServeFlags& f, const std::string& path, int64_t kv_blo
   if (Status s = sd_notify("READY=1"); !s.ok()) std::fprintf(stderr, "tokenhive serve: %s\n", s.message().c_str());
 }
 
+// What serve loads with the model, kept alive together (the model points into the file).
+struct Loaded {
+  std::optional<GgufFile> file;
+  std::optional<Tokenizer> tok;
+  std::optional<ChatTemplate> chat;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<LlamaModel> model;
+};
+
+// The model, its tokenizer and chat template, and the compute types the flags name. Under
+// --tensor-parallel, rank 0's side of the start-up steps the other ranks take in
+// run_follower (tensor_parallel.h): each step's outcome agreed, the model sharded.
+Status load_serving(const ServeFlags& f, const std::string& path, const std::vector<int>& compute_cpus,
+                    server::ServingMetrics& metrics, Communicator& comm, Loaded& L) {
+  Result<GgufFile> file = open_model(path, f.key_file);
+  TH_RETURN_IF_ERROR(agree_opened(comm, file));
+  L.file.emplace(std::move(*file));
+  Result<Tokenizer> tok = Tokenizer::from_gguf(*L.file);
+  if (!tok.ok()) return tok.status();
+  L.tok.emplace(std::move(*tok));
+  Result<ChatTemplate> chat = load_chat_template(f.chat_template, *L.file);
+  if (!chat.ok()) return chat.status();
+  L.chat.emplace(std::move(*chat));
+  if (!compute_cpus.empty()) set_own_cpus(std::vector<int>(compute_cpus.begin() + 1, compute_cpus.end()));
+  CpuBackendOptions backend_options;
+  backend_options.n_threads = f.threads;
+  backend_options.pin = !compute_cpus.empty();
+  L.backend = make_cpu_backend(backend_options);
+  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*L.file, *L.backend, f.max_model_len, &comm);
+  TH_RETURN_IF_ERROR(agree_loaded(comm, *L.file, model, "tokenhive serve"));
+  L.model = std::move(*model);
+  if (size_t b = L.backend->prepared_weight_bytes(); b > 0)
+    std::fprintf(stderr, "tokenhive serve: repacked %.2f GB of weights for the kernels (TOKENHIVE_REPACK=0: off)\n",
+                 static_cast<double>(b) / 1e9);
+  std::string list_error;
+  std::optional<std::vector<ComputeType>> types = parse_compute_type_list(f.compute_types, &list_error);
+  if (!types) return Status::error("--compute-types: " + list_error);
+  const ComputeType default_type = parse_compute_type(f.default_compute_type).value_or(ComputeType::Native);
+  // The default must be loaded; the others that cannot be are skipped (requests for them get
+  // a 400 that says why).
+  types->push_back(default_type);
+  return agree(comm,
+               load_compute_types(*L.model, *types, "serve", true,
+                                  [&](ComputeType t, size_t bytes) {
+                                    metrics.set_weight_bytes(compute_type_name(t), static_cast<double>(bytes));
+                                  }),
+               kStartupTimeout);
+}
+
+// Under --tensor-parallel, after the warm-up (the engine idle: one thread makes MPI calls at
+// a time): every rank's memory, printed and in /metrics.
+Status report_rank_memory(LlamaModel& model, const Communicator& comm, server::ServingMetrics& metrics) {
+  if (comm.size() == 1) return ok_status();
+  TH_ASSIGN_OR_RETURN(auto ranks, model.rank_memory());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::fprintf(stderr, "tokenhive serve: rank %zu of %d: %.1f MiB of weight matrices, resident %.1f MiB\n", r,
+                 comm.size(), static_cast<double>(ranks[r].first) / (1 << 20),
+                 static_cast<double>(ranks[r].second) / (1 << 20));
+    metrics.set_rank_memory(static_cast<int>(r), static_cast<double>(ranks[r].first),
+                            static_cast<double>(ranks[r].second));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 int run_serve(int argc, char** argv) {
@@ -347,6 +417,9 @@ int run_serve(int argc, char** argv) {
   if (std::optional<int> rc = parse_flags(app, "serve", argc, argv)) return *rc;
   if (!settle_flags(f)) return 2;
 
+  // Every rank checks the flags the same way, so a refusal here is printed by each.
+  if (f.tensor_parallel > 1 && f.host_kv_mib > 0)
+    return fail("--host-kv-mib: the host KV tier is not available with --tensor-parallel (swaps are not mirrored)");
   Result<std::string> path = resolve_model_path(f.model);
   if (!path.ok()) return fail(path.message());
   if (f.served_name.empty()) f.served_name = std::filesystem::path(*path).stem().string();
@@ -354,6 +427,14 @@ int run_serve(int argc, char** argv) {
   // Signals first, so that a SIGTERM during the model load is a clean shutdown too.
   Result<http::ShutdownSignal> signal = http::ShutdownSignal::install();
   if (!signal.ok()) return fail(signal.message());
+  // MPI after the signals: its threads inherit the blocked SIGTERM, so only the signalfd sees it.
+  Result<std::unique_ptr<Communicator>> started = start_communicator(f.tensor_parallel);
+  if (!started.ok()) return fail(started.message());
+  Communicator& comm = **started;
+  if (comm.rank() != 0)
+    return run_follower(comm, {*path, f.key_file, f.threads, f.max_model_len, f.compute_types, f.default_compute_type,
+                               "tokenhive serve"});
+  AbortUnlessFinished job(comm);  // rank 0 returning early must not leave the others waiting
 
   server::ServingMetrics metrics(TH_VERSION);
   server::ApiServiceOptions api_options;
@@ -380,37 +461,12 @@ int run_serve(int argc, char** argv) {
   std::fprintf(stderr, "tokenhive serve: listening on http://%s:%d (loading %s)\n", f.http.host.c_str(), http.port(),
                path->c_str());
 
-  Result<GgufFile> file = open_model(*path, f.key_file);
-  if (!file.ok()) return fail(file.message());
-  Result<Tokenizer> tok = Tokenizer::from_gguf(*file);
-  if (!tok.ok()) return fail(tok.message());
-  Result<ChatTemplate> chat = load_chat_template(f.chat_template, *file);
-  if (!chat.ok()) return fail(chat.message());
-  if (pin) set_own_cpus(std::vector<int>(cpus.begin() + 1, cpus.end()));
-  CpuBackendOptions backend_options;
-  backend_options.n_threads = f.threads;
-  backend_options.pin = pin;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
-  Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, f.max_model_len);
-  if (!model.ok()) return fail(model.message());
-  if (size_t b = backend->prepared_weight_bytes(); b > 0)
-    std::fprintf(stderr, "tokenhive serve: repacked %.2f GB of weights for the kernels (TOKENHIVE_REPACK=0: off)\n",
-                 static_cast<double>(b) / 1e9);
-
-  std::string list_error;
-  std::optional<std::vector<ComputeType>> types = parse_compute_type_list(f.compute_types, &list_error);
-  if (!types) return fail("--compute-types: " + list_error);
+  Loaded L;
+  if (Status st = load_serving(f, *path, pin ? cpus : std::vector<int>(), metrics, comm, L); !st.ok()) return fail(st.message());
+  Result<std::unique_ptr<LlamaModel>> model = std::move(L.model);
+  std::unique_ptr<Backend>& backend = L.backend;
   const ComputeType default_type = parse_compute_type(f.default_compute_type).value_or(ComputeType::Native);
-  // The default must be loaded; the others that cannot be are skipped (requests for them get
-  // a 400 that says why).
-  types->push_back(default_type);
-  if (Status s = load_compute_types(**model, *types, "serve", true,
-                                    [&](ComputeType t, size_t bytes) {
-                                      metrics.set_weight_bytes(compute_type_name(t), static_cast<double>(bytes));
-                                    });
-      !s.ok())
-    return fail(s.message());
-  Result<EngineConfig> ec = engine_config(f, (*model)->config(), *tok);
+  Result<EngineConfig> ec = engine_config(f, (*model)->config(), *L.tok);
   if (!ec.ok()) return fail(ec.message());
   ec->default_compute_type = default_type;
   if (!(*model)->has_compute_type(default_type))
@@ -418,8 +474,9 @@ int run_serve(int argc, char** argv) {
   Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, *ec);
   if (!engine.ok()) return fail(engine.message());
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
-  if (Status s = run_warmup(f.warmup, **engine, *tok); !s.ok()) return fail(s.message());
-  api.attach(**engine, *tok, *chat, embedding_pooling(f.pooling, *file));
+  if (Status s = run_warmup(f.warmup, **engine, *L.tok); !s.ok()) return fail(s.message());
+  if (Status s = report_rank_memory(**model, comm, metrics); !s.ok()) return fail(s.message());
+  api.attach(**engine, *L.tok, *L.chat, embedding_pooling(f.pooling, *L.file));
   announce_ready(f, *path, ec->kv.primary_blocks, (*engine)->max_model_len());
 
   Result<std::unique_ptr<cluster::CellMembership>> membership = join_cluster(f, http.port());
@@ -441,6 +498,8 @@ int run_serve(int argc, char** argv) {
                                                                               deadline - std::chrono::steady_clock::now())));
   api.stop();
   (*engine)->stop();
+  if (Status s = (*model)->stop_followers(); !s.ok()) return fail(s.message());
+  job.finished();
   if (logs.audit) {
     if (Status s = logs.audit->close(); !s.ok()) std::fprintf(stderr, "tokenhive serve: audit log: %s\n", s.message().c_str());
   }

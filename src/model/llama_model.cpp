@@ -55,7 +55,8 @@ WeightView LlamaModel::expert(const WeightView& first, int64_t e) {
                         static_cast<size_t>(e * first.rows) * row_bytes(first.type, first.cols)};
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend& backend, int64_t n_ctx) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend& backend, int64_t n_ctx,
+                                                     Communicator* comm) {
   TH_ASSIGN_OR_RETURN(ModelConfig cfg, config_from_gguf(f));
   std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, backend));
   const ModelConfig& c = m->cfg_;
@@ -140,11 +141,13 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const GgufFile& f, Backend&
     if (c.n_expert == 0) {
       TH_ASSIGN_OR_RETURN(L.w_down, matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
     }
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router})
-      if (w->data) *w = backend.prepare_weight(*w);
     m->layers_.push_back(L);
   }
-  m->output_ = backend.prepare_weight(m->output_);
+  if (comm) TH_RETURN_IF_ERROR(m->shard(*comm));  // tensor_parallel.cpp
+  for (Layer& L : m->layers_)
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router})
+      if (w->data) *w = backend.prepare_weight(*w);
+  if (!comm || comm->rank() == 0) m->output_ = backend.prepare_weight(m->output_);  // only rank 0 reads it
   return m;
 }
 
@@ -207,6 +210,7 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   const AttentionOptions opt{swa ? c.sliding_window : 0, c.attn_softcap};
   b.attention(kvl, ab, q_, attn_, c.n_head, c.n_head_kv, c.head_dim, scale, opt);
   b.matmul(L.wo, attn_, o_, n);
+  reduce(o_, n * c.n_embd);  // tensor parallelism: each rank's heads gave a partial sum
 }
 
 // h_ holds the normed input; the output goes to o_.
@@ -222,6 +226,7 @@ void LlamaModel::ffn_block(const Layer& L, int64_t n) {
     b.swiglu(gate_, up_, gate_, n * c.n_ff);
   }
   b.matmul(L.w_down, gate_, o_, n);
+  reduce(o_, n * c.n_embd);
 }
 
 // Mixture of experts: the router's softmax over all experts, the top k kept and their
@@ -294,6 +299,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
                                                          kv.block_size() + p % kv.block_size());
   }
 
+  if (comm_ && comm_->size() > 1 && comm_->rank() == 0) TH_RETURN_IF_ERROR(send_plan(batch, type, kv));
   ensure_capacity(n);
   Backend& b = *backend_;
   const AttentionBatch ab{n, batch.seq.data(), batch.pos.data(), slots.data(),
@@ -320,6 +326,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
       b.add(x_, o_, n * c.n_embd);
     }
   }
+  TH_RETURN_IF_ERROR(comm_status_);
 
   // Only the rows that want logits go through the final norm and the (large) output matrix.
   std::vector<int32_t> rows;

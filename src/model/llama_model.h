@@ -22,10 +22,15 @@
 #include "model/compute_type.h"
 #include "model/model_config.h"
 #include "model/weight_copy.h"
+#include "parallel/communicator.h"
 
 namespace th {
 
 class GgufFile;
+
+/// @brief A hash of a model file's metadata keys and tensors (names, shapes, types, the first
+/// and last 64 bytes of each): how tensor-parallel ranks check that they opened the same file.
+uint64_t model_fingerprint(const GgufFile& f);
 
 /// @brief One forward pass's tokens: a ragged batch over several sequences.
 struct ForwardBatch {
@@ -51,7 +56,10 @@ class LlamaModel {
   /// The file must outlive the model (weights stay in its mapping).
   /// n_ctx: the longest sequence the caller will run (0: the training context); phi3 picks
   /// its long RoPE factors when it exceeds rope.scaling.original_context_length, as llama.cpp.
-  static Result<std::unique_ptr<LlamaModel>> load(const GgufFile& f, Backend& backend, int64_t n_ctx = 0);
+  /// comm (tensor parallelism, more than one rank): keeps only this rank's shard (shard()),
+  /// before the backend prepares (repacks) the weights, so a rank repacks only its share.
+  static Result<std::unique_ptr<LlamaModel>> load(const GgufFile& f, Backend& backend, int64_t n_ctx = 0,
+                                                  Communicator* comm = nullptr);
   ~LlamaModel();
 
   const ModelConfig& config() const { return cfg_; }
@@ -86,6 +94,15 @@ class LlamaModel {
   /// Why add_compute_type(t) failed (the tensor and value), or "" when it never did.
   std::string unavailable_reason(ComputeType t) const;
 
+  // Tensor parallelism by attention heads (tensor_parallel.cpp).
+  /// Ranks other than 0: run the forward passes rank 0 broadcasts until it sends stop.
+  Status follow();
+  /// Rank 0: ends the other ranks' follow().
+  Status stop_followers();
+  /// Rank 0, while no forward pass runs: every rank's {weight-matrix bytes, resident bytes
+  /// (VmRSS)} now, in rank order (a plan the followers answer).
+  Result<std::vector<std::pair<uint64_t, uint64_t>>> rank_memory();
+
  private:
   struct Layer {
     const float* attn_norm = nullptr;
@@ -117,6 +134,14 @@ class LlamaModel {
   void ensure_capacity(int64_t n_tokens);
   void final_hidden(const ForwardBatch& batch, std::vector<float>& hidden);
   void free_buffers();
+  // load(..., comm): keeps this rank's share of every matrix (comm.size() ranks; whole KV
+  // heads, 1/N of the FFN), so config() afterwards says this rank's heads and FFN width (what
+  // its KV cache holds), and forward() all-reduces through comm. Refused with the reason when
+  // the shape does not divide (KV heads, FFN width, whole quant blocks).
+  Status shard(Communicator& comm);
+  WeightView column_slice(const WeightView& w, int64_t first, int64_t n);
+  void reduce(float* y, int64_t n);  // sum over ranks; a failure stays in comm_status_
+  Status send_plan(const ForwardBatch& batch, ComputeType type, const KvCache& kv);
 
   ModelConfig cfg_;
   Backend* backend_;
@@ -128,6 +153,10 @@ class LlamaModel {
   std::vector<std::pair<ComputeType, int>> type_sets_;  // loaded type -> 0 (the file's) or 1 + copies_ index
   std::vector<WeightSet> copies_;
   std::vector<std::pair<ComputeType, std::string>> unavailable_;  // failed add_compute_type: why
+  Communicator* comm_ = nullptr;                  // set by shard: null or size 1 is one process
+  Status comm_status_;                            // the first failed all-reduce
+  std::vector<std::vector<uint8_t>> shard_storage_;  // column slices (attn_output, ffn_down)
+  std::vector<float> reduce_host_;
 
   // Activation buffers, grown to the largest batch seen.
   int64_t capacity_ = 0;

@@ -26,7 +26,9 @@ size_t LlamaModel::weight_bytes(ComputeType t) const {
   const int set = weight_set(t);
   if (set > 0) return copies_[static_cast<size_t>(set - 1)].bytes;
   if (set < 0) return 0;
-  size_t bytes = row_bytes(output_.type, output_.cols) * static_cast<size_t>(output_.rows);
+  // Under tensor parallelism only rank 0 multiplies by the output matrix (tensor_parallel.cpp).
+  const bool follower = comm_ && comm_->rank() != 0;
+  size_t bytes = follower ? 0 : row_bytes(output_.type, output_.cols) * static_cast<size_t>(output_.rows);
   for (const Layer& L : layers_) {
     for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
       bytes += row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows);
@@ -90,7 +92,7 @@ Status LlamaModel::add_compute_type(ComputeType t, int threads) {
     return ok_status();
   };
   set.output = output_;
-  TH_RETURN_IF_ERROR(convert(set.output, "output.weight"));
+  if (!comm_ || comm_->rank() == 0) TH_RETURN_IF_ERROR(convert(set.output, "output.weight"));  // followers never read it
   static constexpr const char* kNames[] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                            "ffn_gate", "ffn_up", "ffn_down"};
   static constexpr const char* kExpertNames[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};

@@ -76,6 +76,11 @@ ServingMetrics::ServingMetrics(std::string_view version) {
   // The engine's snapshot.
   weight_bytes_ = &r.gauge("tokenhive_model_weight_bytes",
                            "Bytes of the weight matrices each loaded compute type computes with.", {"compute_type"});
+  rank_weight_bytes_ = &r.gauge("tokenhive_tensor_parallel_weight_bytes",
+                                "Under --tensor-parallel: bytes of each rank's shard of the weight matrices.", {"rank"});
+  rank_resident_bytes_ = &r.gauge("tokenhive_tensor_parallel_resident_bytes",
+                                  "Under --tensor-parallel: each rank's resident memory after the warm-up (VmRSS).",
+                                  {"rank"});
   running_ = &r.gauge("tokenhive_requests_running", "Requests prefilling or decoding.").with();
   waiting_ = &r.gauge("tokenhive_requests_waiting", "Requests queued: never run, or preempted for recompute.").with();
   swapped_ = &r.gauge("tokenhive_requests_swapped", "Requests preempted with their KV in the host tier.").with();
@@ -185,6 +190,11 @@ void ServingMetrics::set_engine(const EngineStats& s) {
 
 void ServingMetrics::set_weight_bytes(std::string_view compute_type, double bytes) {
   weight_bytes_->with({compute_type}).set(bytes);
+}
+
+void ServingMetrics::set_rank_memory(int rank, double weight_bytes, double resident_bytes) {
+  rank_weight_bytes_->with({std::to_string(rank)}).set(weight_bytes);
+  rank_resident_bytes_->with({std::to_string(rank)}).set(resident_bytes);
 }
 
 void ServingMetrics::set_http(const http::HttpServerStats& s) {

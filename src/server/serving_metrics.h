@@ -81,6 +81,8 @@ class ServingMetrics {
   void set_engine(const EngineStats& s);
   /// @brief The memory of one compute type's weights (set once per loaded type at start).
   void set_weight_bytes(std::string_view compute_type, double bytes);
+  /// Under --tensor-parallel: rank r's weight-matrix bytes and resident bytes (after warm-up).
+  void set_rank_memory(int rank, double weight_bytes, double resident_bytes);
   /// @brief The HTTP server's latest snapshot.
   void set_http(const http::HttpServerStats& s);
 
@@ -113,6 +115,7 @@ class ServingMetrics {
   http::Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_, *tokens_generated_;
   http::Gauge* compute_ratio_;
   http::GaugeFamily* weight_bytes_;
+  http::GaugeFamily *rank_weight_bytes_, *rank_resident_bytes_;
 
   http::Gauge *http_open_, *http_in_flight_;
   http::Counter *http_accepted_, *http_conn_rejected_, *http_requests_, *http_bad_requests_, *http_timeouts_;

@@ -32,10 +32,15 @@ class ServeProcess {
       : ServeProcess("serve", std::move(args), timeout_s) {}
   /// @brief The same for another serving verb (`tokenhive router --port 0 ARGS...`), ready
   /// when it prints "tokenhive VERB: ready".
-  ServeProcess(const std::string& verb, std::vector<std::string> args, double timeout_s) {
+  ServeProcess(const std::string& verb, std::vector<std::string> args, double timeout_s)
+      : ServeProcess({}, verb, std::move(args), timeout_s) {}
+  /// @brief The same started through a launcher (`mpirun -np 2 ...`) that runs the binary.
+  ServeProcess(std::vector<std::string> launcher, const std::string& verb, std::vector<std::string> args,
+               double timeout_s) {
     static int counter = 0;
     log_path_ = temp_path(verb + "_" + std::to_string(counter++) + ".log");
-    std::vector<std::string> argv = {binary_path(), verb, "--port", "0"};
+    std::vector<std::string> argv = std::move(launcher);
+    argv.insert(argv.end(), {binary_path(), verb, "--port", "0"});
     // No warm-up unless a test asks for it: it would add a second or more to each of the
     // suite's hundred server starts under the sanitizers (ServeConventions tests it).
     if (verb == "serve" && std::find(args.begin(), args.end(), "--warmup") == args.end())

@@ -9,11 +9,11 @@
 // the f32-activation kernels of matmul_float*.cpp run.
 //
 // FP8_E4M3 weights (tensor/fp8.h) take the same bf16 activations where the CPU also has
-// VBMI: every E4M3 value, subnormals included, is a normal bf16, so a block's 32 codes become
-// one zmm of bf16 through two 128-entry byte tables (vpermi2b: the low and the high byte of
-// each value's bf16, the code's sign or'ed in), one vdpbf16ps per token dots it with the
-// activations, and one FMA per token applies the block's power-of-two scale: about 8
-// instructions to decode 32 weights where the F16C path (matmul_fp8_driver.h) takes 14.
+// VBMI: a block of normal codes becomes one zmm of bf16 with its power-of-two scale folded
+// into the exponent (decode_fp8_block_scaled: sign-extend, shift, mask, add), and one
+// vdpbf16ps per token adds its products into the accumulator; blocks with zero or subnormal
+// codes, or a scale below 2^-120, go through two 128-entry byte tables (vpermi2b: every E4M3
+// value is a normal bf16) and one scale FMA per token.
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -112,6 +112,11 @@ struct Fp8Tables {
   __m512i lo0, lo1, hi0, hi1;
   __m512i dup;       // byte j <- byte j / 2: each code into both bytes of its 16-bit lane
   float scale[256];  // 2^(e - 127) for e in [1, 246] (tensor/fp8.h), loaded by vbroadcastss
+  // (e - 7) << 7 in both halves: what decode_fp8_block_scaled adds to a code's shifted bits to make
+  // the bf16 of code x 2^(e - 127), the block's scale folded into the exponent (vpbroadcastd
+  // from memory is a load alone, no shuffle); 0 where e < 7, whose products fall below bf16's
+  // normal range and take the tables and an FMA instead.
+  uint32_t bias[256];
 };
 
 const Fp8Tables& fp8_tables() {
@@ -126,10 +131,11 @@ const Fp8Tables& fp8_tables() {
     }
     for (int j = 0; j < 64; ++j) dup[j] = static_cast<uint8_t>(j / 2);
     Fp8Tables r{_mm512_load_si512(lo), _mm512_load_si512(lo + 64), _mm512_load_si512(hi),
-                _mm512_load_si512(hi + 64), _mm512_load_si512(dup), {}};
+                _mm512_load_si512(hi + 64), _mm512_load_si512(dup), {}, {}};
     for (int e = 0; e < 256; ++e) {
       const uint32_t bits = static_cast<uint32_t>(std::clamp(e, kFp8MinScaleExp, kFp8MaxScaleExp)) << 23;
       std::memcpy(&r.scale[e], &bits, sizeof bits);
+      r.bias[e] = e >= 7 && e <= kFp8MaxScaleExp ? static_cast<uint32_t>((e - 7) << 7) * 0x10001u : 0;
     }
     return r;
   }();
@@ -147,22 +153,28 @@ inline __m512bh decode_fp8_block_table(const uint8_t* codes, const Fp8Tables& t)
   return (__m512bh)_mm512_ternarylogic_epi32(v, both, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xf8);
 }
 
-// 32 codes -> 32 bf16, the same values as the tables give. A code s.eeee.mmm with e >= 1 is
-// the bf16 s.(e + 120).mmm0000 (bias 127 against e4m3's 7, the mantissa's 3 bits on top of
-// bf16's 7): sign-extend to 16 bits, shift left by 4, keep the sign and the 7 bits below it
-// (0x87f0), add 120 to the exponent field. Three operations where the tables take five
-// (vpermi2b is three uops, two of them on the one shuffle port of Sapphire Rapids). Codes with
-// e = 0 (zero and the subnormals, which this formula gets wrong) send the whole block to the
-// tables: one vptestnmb and a branch, which random weights take for about one block in 500.
-// micro_bench BM_Matmul/fp8_e4m3/avx512, one thread, weights in cache: 2048 x 2048 450 -> 321-478
-// us, 5632 x 2048 1260 -> 948-1084 us; from memory unchanged (bound by the stream, not the decoding).
-inline __m512bh decode_fp8_block(const uint8_t* codes, const Fp8Tables& t) {
-  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
-  if (__builtin_expect(_mm256_testn_epi8_mask(c, _mm256_set1_epi8(0x78)) != 0, 0))
-    return decode_fp8_block_table(codes, t);
+// 32 codes of a block with scale exponent e -> 32 bf16 of code x 2^(e - 127), the scale folded
+// into the exponent: a code s.eeee.mmm with eeee >= 1 is the bf16 s.(eeee + e - 7).mmm0000 (bias
+// 127 against e4m3's 7 and the scale's 127, the mantissa's 3 bits on top of bf16's 7):
+// sign-extend to 16 bits, shift left by 4, keep the sign and the 7 bits below it (0x87f0), add
+// the block's bias. Four operations and no multiply: the products come out scaled, so
+// vdpbf16ps adds them straight into the accumulator (the per-block scale FMA and its
+// zeroed register go). Returns false, writing nothing, for a block with a code of exponent 0
+// (zero and the subnormals, which this formula gets wrong; random weights: about one block
+// in 500) or a scale below 2^-120 (products under bf16's normal range): the caller takes
+// decode_fp8_block_table and the scale FMA. Against session 7's shift-and-add without the scale
+// (micro_bench BM_Matmul/fp8_e4m3/avx512, one thread, old and new alternated 3 times, medians):
+// 128 x 1024 in L2 11.7 -> 9.7 us, 5632 x 2048 from memory 2564 -> 2235 us, 128 tokens 860 -> 751 us.
+inline bool decode_fp8_block_scaled(const uint8_t* blk, const Fp8Tables& t, __m512bh& out) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 1));
+  const uint32_t* bias = t.bias + blk[0];
+  if (__builtin_expect((_mm256_testn_epi8_mask(c, _mm256_set1_epi8(0x78)) != 0) | (*bias == 0), 0)) return false;
   const __m512i v =
       _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(c), 4), _mm512_set1_epi16(static_cast<short>(0x87f0)));
-  return (__m512bh)_mm512_add_epi16(v, _mm512_set1_epi16(120 << 7));
+  __m512i b;  // vpbroadcastd from memory: a load, where a broadcast from a register takes the shuffle port
+  __asm__("vpbroadcastd %1, %0" : "=v"(b) : "m"(*bias));
+  out = (__m512bh)_mm512_add_epi16(v, b);
+  return true;
 }
 
 struct Fp8DotTiles {
@@ -184,12 +196,19 @@ struct Fp8DotTiles {
         // blocks' loads and the weights stream at half bf16's rate from memory (micro_bench
         // t1, cold): fetch a row's bytes ~1 KiB ahead, once per 64 (every other block).
         if ((b & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(blk) + kFetchAhead, _MM_HINT_T0);
-        const __m512bh wv = decode_fp8_block(blk + 1, tables);
-        const __m512 s = _mm512_set1_ps(tables.scale[blk[0]]);
+        auto xv = [&](int t) {
+          return (__m512bh)_mm512_loadu_si512(x + t * x_row_bytes + b * kFp8BlockElements * 2);
+        };
+        __m512bh wv;
+        if (__builtin_expect(decode_fp8_block_scaled(blk, tables, wv), 1)) {
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + t * x_row_bytes + b * kFp8BlockElements * 2);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), wv, xv), s, acc[r][t]);
+          for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv(t));
+        } else {
+          wv = decode_fp8_block_table(blk + 1, tables);
+          const __m512 s = _mm512_set1_ps(tables.scale[blk[0]]);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t)
+            acc[r][t] = _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), wv, xv(t)), s, acc[r][t]);
         }
       }
     }

@@ -134,6 +134,37 @@ TEST_F(ServeApi, EveryLoadedComputeTypeAnswersTheSameGreedyPrompt) {
 
 // Embeddings are engine requests like a generation's choices: each input counts in
 // tokenhive_requests_total and its prompt tokens, and a refused request in the rejections.
+// Issue #17's mixed traffic: 16 concurrent greedy streams, a quarter in each loaded type
+// (the engine runs one forward pass per type in a step), every one answered, and each the
+// same text as that request alone (batch invariance within a type).
+TEST_F(ServeApi, MixedComputeTypesConcurrentlyMatchEachAlone) {
+  const char* types[] = {"native", "fp32", "bf16", "fp8"};
+  auto body = [&](int i) {
+    return json{{"prompt", std::string("Once upon a time ") + std::to_string(i)}, {"max_tokens", 24},
+                {"temperature", 0}, {"stream", true}, {"compute_type", types[i % 4]}};
+  };
+  auto text_of = [](const std::string& sse) {  // the concatenated text of a stream's chunks
+    std::string text;
+    std::istringstream in(sse);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("data: {", 0) == 0) text += json::parse(line.substr(6))["choices"][0]["text"].get<std::string>();
+    return text;
+  };
+  constexpr int kStreams = 16;
+  std::vector<HttpReply> together(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i)
+    clients.emplace_back([&, i] { together[i] = post(port(), "/v1/completions", body(i)); });
+  for (std::thread& c : clients) c.join();
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_EQ(together[i].status, 200) << i << ": " << together[i].body;
+    const HttpReply alone = post(port(), "/v1/completions", body(i));
+    ASSERT_EQ(alone.status, 200) << alone.body;
+    EXPECT_FALSE(text_of(alone.body).empty()) << i;
+    EXPECT_EQ(text_of(together[i].body), text_of(alone.body)) << "stream " << i << " (" << types[i % 4] << ")";
+  }
+}
+
 TEST_F(ServeApi, EmbeddingsCountInTheMetrics) {
   auto sample = [&](const std::string& name) {
     const std::string metrics = request(port(), "GET", "/metrics").body;

@@ -26,7 +26,7 @@ int run_mkmodel(int argc, char** argv) {
   app.add_option("--shape", shape_name, "tiny (default) | 110m | 1.1b | 7b (or 'custom' with the shape flags)");
   app.add_option("--type", type_name, "f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k | q4_k | q5_k | q6_k | iq4_nl | iq4_xs");
   app.add_option("-o,--output", out, "output file (a folder with --format hf)")->required();
-  app.add_option("--format", format, "gguf (default) | hf: a Hugging Face folder (llama, llama3, qwen2, qwen3; f32/f16/bf16)")
+  app.add_option("--format", format, "gguf (default) | hf: a Hugging Face folder (every --arch; f32/f16/bf16)")
       ->check(CLI::IsMember({"gguf", "hf"}));
   app.add_option("--shards", shards, "hf: safetensors files (more than 1: with model.safetensors.index.json)")
       ->check(CLI::Range(1, 99));
@@ -34,7 +34,7 @@ int run_mkmodel(int argc, char** argv) {
                  "GGUF whose tokenizer to use (default: the Llama-2 32000-token vocab in ../shared; with --format hf, "
                  "GPT-2's byte-level BPE one)");
   app.add_option("--arch", arch,
-                 "llama | llama3 (Llama 3.1 rope factors) | mixtral | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 | phi3");
+                 "llama | llama3 (Llama 3.1 rope factors) | mistral (sliding window) | mixtral | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 | phi3");
   app.add_option("--seed", seed, "weights' random seed");
   app.add_flag("--tied", tied, "no output.weight: the embedding doubles as the output matrix");
   app.add_option("--dim", custom.n_embd, "custom: embedding size")->check(CLI::Range(1, 65536));

@@ -24,9 +24,10 @@ struct HfWriteOptions {
   std::string rope_scaling;   // config.json's rope_scaling object as JSON text ("": none)
 };
 
-/// @brief Writes a GGUF model (llama, qwen2, qwen3; f32/f16/bf16; a byte-level BPE vocab) as a
-/// Hugging Face folder: the inverse of open_hf_folder (llama's q/k rows un-permuted back to
-/// HF's order). mkmodel --format hf.
+/// @brief Writes a GGUF model (every architecture of hf_config.h's tables; f32/f16/bf16; a
+/// byte-level BPE vocab) as a Hugging Face folder: the inverse of open_hf_folder (llama's q/k
+/// rows un-permuted back to HF's order, gemma's norms less 1, experts one tensor each).
+/// mkmodel --format hf.
 Status write_hf_folder(const GgufFile& g, const std::string& dir, const HfWriteOptions& o);
 
 }  // namespace th

@@ -41,12 +41,63 @@ std::vector<uint8_t> unpermute_rows(const GgufTensor& t, int64_t n_head) {
   return out;
 }
 
+Result<double> meta_float(const GgufFile& g, const std::string& key, double def) {
+  if (!g.has(key)) return def;
+  return g.get_float(key);
+}
+
+// Gemma's keys: the window, soft-caps, query scale (model_config.cpp's rule: head_dim but for
+// the 27B shapes), gemma3's layer pattern and local RoPE base, each with the GGUF's default.
+Status gemma_config(const GgufFile& g, const std::string& a, bool gemma2, json& c) {
+  c["hidden_activation"] = "gelu_pytorch_tanh";
+  TH_ASSIGN_OR_RETURN(c["sliding_window"], meta_int(g, a + "attention.sliding_window"));
+  if (gemma2) {
+    TH_ASSIGN_OR_RETURN(c["attn_logit_softcapping"], meta_float(g, a + "attn_logit_softcapping", 50.0));
+    TH_ASSIGN_OR_RETURN(c["final_logit_softcapping"], meta_float(g, a + "final_logit_softcapping", 30.0));
+  } else if (g.has(a + "final_logit_softcapping")) {
+    TH_ASSIGN_OR_RETURN(c["final_logit_softcapping"], g.get_float(a + "final_logit_softcapping"));
+  }
+  const int64_t n_layer = c["num_hidden_layers"], n_embd = c["hidden_size"], n_head = c["num_attention_heads"];
+  const int64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<int64_t>() : n_embd / n_head;
+  c["query_pre_attn_scalar"] = n_layer == (gemma2 ? 46 : 62) ? n_embd / n_head : head_dim;
+  if (gemma2) return ok_status();
+  TH_ASSIGN_OR_RETURN(c["rope_local_base_freq"], meta_float(g, a + "rope.freq_base_swa", 10000.0));
+  int64_t period = 6;
+  if (g.has(a + "attention.sliding_window_pattern")) {
+    TH_ASSIGN_OR_RETURN(period, meta_int(g, a + "attention.sliding_window_pattern"));
+  }
+  c["layer_types"] = json::array();
+  for (int64_t l = 0; l < n_layer; ++l)
+    c["layer_types"].push_back(period > 0 && l % period == period - 1 ? "full_attention" : "sliding_attention");
+  return ok_status();
+}
+
+// Phi-3's LongRoPE factors (rope_factors_long/short.weight) back into rope_scaling.
+Status phi3_config(const GgufFile& g, const std::string& a, json& c) {
+  TH_ASSIGN_OR_RETURN(c["original_max_position_embeddings"], meta_int(g, a + "rope.scaling.original_context_length"));
+  TH_ASSIGN_OR_RETURN(int64_t rope_dim, meta_int(g, a + "rope.dimension_count"));
+  const int64_t n_embd = c["hidden_size"], n_head = c["num_attention_heads"];
+  if (rope_dim != n_embd / n_head)  // Phi-4-mini rotates 3/4 of each head
+    c["partial_rotary_factor"] = static_cast<double>(rope_dim * n_head) / static_cast<double>(n_embd);
+  const GgufTensor* lf = g.tensor("rope_factors_long.weight");
+  const GgufTensor* sf = g.tensor("rope_factors_short.weight");
+  if (!lf || !sf) return ok_status();
+  if (lf->type != DType::F32 || sf->type != DType::F32)
+    return Status::errorf(g.name(), ": rope_factors_long/short.weight are not f32");
+  auto list = [](const GgufTensor* t) {
+    const float* f = reinterpret_cast<const float*>(t->data);
+    return std::vector<double>(f, f + t->nbytes / sizeof(float));
+  };
+  c["rope_scaling"] = {{"type", "longrope"}, {"long_factor", list(lf)}, {"short_factor", list(sf)}};
+  return ok_status();
+}
+
 Result<json> config_json(const GgufFile& g, const HfArch& A, const HfWriteOptions& o) {
   const std::string a = std::string(A.gguf_arch) + ".";
   json c;
   c["model_type"] = A.model_type;
   c["architectures"] = json::array();
-  c["hidden_act"] = "silu";
+  c["hidden_act"] = A.act;
   for (auto [hf, key] : {std::pair{"num_hidden_layers", "block_count"}, std::pair{"hidden_size", "embedding_length"},
                          std::pair{"intermediate_size", "feed_forward_length"},
                          std::pair{"num_attention_heads", "attention.head_count"},
@@ -65,6 +116,36 @@ Result<json> config_json(const GgufFile& g, const HfArch& A, const HfWriteOption
   c["tie_word_embeddings"] = g.tensor("output.weight") == nullptr;
   c["rope_scaling"] = o.rope_scaling.empty() ? json() : json::parse(o.rope_scaling, nullptr, false);
   if (c["rope_scaling"].is_discarded()) return Status::errorf("rope_scaling '", o.rope_scaling, "' is not JSON");
+  if (o.rope_scaling.empty() && g.has(a + "rope.scaling.type")) {
+    TH_ASSIGN_OR_RETURN(std::string type, g.get_string(a + "rope.scaling.type"));
+    if (type != "linear" && type != "yarn")
+      return Status::errorf(g.name(), ": rope.scaling.type '", type, "' cannot be written (linear, yarn)");
+    TH_ASSIGN_OR_RETURN(double factor, g.get_float(a + "rope.scaling.factor"));
+    c["rope_scaling"] = {{"rope_type", type}, {"factor", factor}};
+    if (type == "yarn") {
+      TH_ASSIGN_OR_RETURN(c["rope_scaling"]["original_max_position_embeddings"],
+                          meta_int(g, a + "rope.scaling.original_context_length"));
+    }
+  }
+  if (A.sliding_window) {
+    c["sliding_window"] = json();
+    if (g.has(a + "attention.sliding_window")) {
+      TH_ASSIGN_OR_RETURN(c["sliding_window"], meta_int(g, a + "attention.sliding_window"));
+    }
+  }
+  if (A.gguf_arch == "gemma2" || A.gguf_arch == "gemma3") TH_RETURN_IF_ERROR(gemma_config(g, a, A.gguf_arch == "gemma2", c));
+  if (A.gguf_arch == "phi3") TH_RETURN_IF_ERROR(phi3_config(g, a, c));
+  if (A.model_type == "mixtral" || A.gguf_arch == "qwen3moe") {
+    const bool qwen = A.gguf_arch == "qwen3moe";
+    TH_ASSIGN_OR_RETURN(c[qwen ? "num_experts" : "num_local_experts"], meta_int(g, a + "expert_count"));
+    TH_ASSIGN_OR_RETURN(c["num_experts_per_tok"], meta_int(g, a + "expert_used_count"));
+    if (qwen) {
+      TH_ASSIGN_OR_RETURN(c["moe_intermediate_size"], meta_int(g, a + "expert_feed_forward_length"));
+      c["norm_topk_prob"] = true;
+      c["decoder_sparse_step"] = 1;
+      c["mlp_only_layers"] = json::array();
+    }
+  }
   return c;
 }
 
@@ -117,7 +198,10 @@ Status write_tokenizer(const GgufFile& g, const std::string& dir) {
 
 Status write_hf_folder(const GgufFile& g, const std::string& dir, const HfWriteOptions& o) {
   TH_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
-  const HfArch* A = find_hf_arch_for_gguf(arch);
+  const std::string a = arch + ".";
+  Result<uint64_t> n_expert = g.get_uint(a + "expert_count");
+  const bool experts = n_expert.ok() && *n_expert > 0;
+  const HfArch* A = find_hf_arch_for_gguf(arch, experts, g.has(a + "attention.sliding_window"));
   if (!A) return Status::errorf(g.name(), ": architecture '", arch, "' has no Hugging Face table (", hf_arch_names(), ")");
   TH_ASSIGN_OR_RETURN(json config, config_json(g, *A, o));
   std::error_code ec;
@@ -129,8 +213,7 @@ Status write_hf_folder(const GgufFile& g, const std::string& dir, const HfWriteO
   const int64_t n_layer = config["num_hidden_layers"], n_head = config["num_attention_heads"],
                 n_head_kv = config["num_key_value_heads"];
   std::vector<SafetensorsTensor> out;
-  std::vector<std::vector<uint8_t>> owned;
-  owned.reserve(static_cast<size_t>(4 * n_layer));
+  std::vector<std::vector<uint8_t>> owned;  // moved on growth: each one's data stays put
   for (const HfTensorRow& row : A->tensors) {
     const bool per_layer = row.hf.find("{N}") != std::string_view::npos;
     for (int64_t l = 0; l < (per_layer ? n_layer : 1); ++l) {
@@ -151,6 +234,26 @@ Status write_hf_folder(const GgufFile& g, const std::string& dir, const HfWriteO
       if (A->rope_neox_unpermuted && (q || k)) {
         owned.push_back(unpermute_rows(*t, q ? n_head : n_head_kv));
         s.data = owned.back().data();
+      }
+      if (row.op == HfOp::PlusOne) {  // the inverse of the converter's w + 1
+        if (t->type != DType::F32) return Status::errorf(g.name(), ": tensor '", t->name, "' is not f32");
+        owned.emplace_back(t->nbytes);
+        const float* src = reinterpret_cast<const float*>(t->data);
+        float* dst = reinterpret_cast<float*>(owned.back().data());
+        for (size_t i = 0; i < t->nbytes / sizeof(float); ++i) dst[i] = src[i] - 1.0f;
+        s.data = owned.back().data();
+      }
+      if (row.op == HfOp::Experts) {  // [n_expert, rows, cols] -> one [rows, cols] per expert, back to back
+        if (t->dims.size() != 3) return Status::errorf(g.name(), ": tensor '", t->name, "' is not 3-D");
+        const size_t each = t->nbytes / static_cast<size_t>(t->dims[2]);
+        s.shape = {t->dims[1], t->dims[0]};
+        s.nbytes = each;
+        for (int64_t e = 0; e < t->dims[2]; ++e) {
+          s.name = hf_expert_name(row.hf, l, e);
+          s.data = t->data + static_cast<size_t>(e) * each;
+          out.push_back(s);
+        }
+        continue;
       }
       out.push_back(std::move(s));
     }

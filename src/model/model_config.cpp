@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "format/gguf.h"
@@ -77,6 +78,11 @@ Status read_gemma(const GgufFile& f, const std::string& a, ModelConfig& c) {
   // models (46 layers for Gemma 2, 62 for Gemma 3), where it is n_embd / n_head (144, 168).
   const bool is_27b = c.n_layer == (gemma2 ? 46 : 62);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c.n_embd / c.n_head : c.head_dim));
+  // A Hugging Face folder's config.json says it (format/hf_config.cpp).
+  if (f.has("tokenhive.attention.query_pre_attn_scalar")) {
+    TH_ASSIGN_OR_RETURN(float scalar, get_positive(f, "tokenhive.attention.query_pre_attn_scalar", 1e9));
+    c.attn_scale = 1.0f / std::sqrt(scalar);
+  }
   return ok_status();
 }
 
@@ -106,6 +112,44 @@ Status read_llama3_scaling(const GgufFile& f, const std::string& a, ModelConfig&
   TH_ASSIGN_OR_RETURN(int64_t orig, get_dim(f, a + "rope.scaling.original_context_length", 1, int64_t{1} << 24));
   if (!(hi > lo)) return Status::errorf(f.name(), ": rope.scaling.high_freq_factor is not above low_freq_factor");
   c.rope_freqs = llama3_rope_freq_factors(c.rope_dim, c.rope_freq_base, factor, lo, hi, orig);
+  return ok_status();
+}
+
+// YaRN (rope.scaling.type "yarn", as Qwen2.5/Qwen3 long-context configs): each frequency
+// pair i blends interpolation (divided by `factor`) and extrapolation (kept) by a ramp
+// between the correction dimensions of beta_fast and beta_slow rotations over the original
+// context, and cos/sin are scaled by 1 + 0.1 ln(factor). As ggml's rope_yarn computes it
+// (theta = theta_extrap * (freq_scale (1 - mix) + mix)), expressed as divisors of each
+// frequency (what rope_freqs holds) and the attention factor.
+Status read_yarn_scaling(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  TH_ASSIGN_OR_RETURN(float factor, get_positive(f, a + "rope.scaling.factor", 1e6));
+  if (factor < 1) return Status::errorf(f.name(), ": rope.scaling.factor ", factor, " is below 1 (yarn)");
+  int64_t orig = c.n_ctx_train;
+  if (f.has(a + "rope.scaling.original_context_length")) {
+    TH_ASSIGN_OR_RETURN(orig, get_dim(f, a + "rope.scaling.original_context_length", 1, int64_t{1} << 24));
+  }
+  float beta_fast = 32.0f, beta_slow = 1.0f;  // llama.cpp's (and Hugging Face's) defaults
+  if (f.has(a + "rope.scaling.yarn_beta_fast")) {
+    TH_ASSIGN_OR_RETURN(beta_fast, get_positive(f, a + "rope.scaling.yarn_beta_fast", 1e6));
+  }
+  if (f.has(a + "rope.scaling.yarn_beta_slow")) {
+    TH_ASSIGN_OR_RETURN(beta_slow, get_positive(f, a + "rope.scaling.yarn_beta_slow", 1e6));
+  }
+  for (const char* k : {"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor", "rope.scaling.yarn_log_multiplier"})
+    if (f.has(a + k)) return Status::errorf(f.name(), ": ", a, k, " is not supported (yarn with its defaults only)");
+  const double n_dims = static_cast<double>(c.rope_dim), base = c.rope_freq_base;
+  auto corr_dim = [&](double rotations) {
+    return n_dims * std::log(static_cast<double>(orig) / (rotations * 2 * M_PI)) / (2 * std::log(base));
+  };
+  const double low = std::max(0.0, std::floor(corr_dim(beta_fast)));
+  const double high = std::min(n_dims - 1, std::ceil(corr_dim(beta_slow)));
+  c.rope_freqs.clear();
+  for (int64_t i = 0; i < c.rope_dim / 2; ++i) {
+    const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+    const double mix = 1 - std::min(1.0, std::max(0.0, y));  // 1: extrapolate (keep), 0: interpolate
+    c.rope_freqs.push_back(static_cast<float>(1 / ((1 - mix) / factor + mix)));
+  }
+  c.rope_attn_factor *= static_cast<float>(1 + 0.1 * std::log(static_cast<double>(factor)));
   return ok_status();
 }
 
@@ -192,14 +236,18 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
       c.rope_freq_scale = static_cast<float>(1.0 / factor);
     } else if (type == "llama3") {
       TH_RETURN_IF_ERROR(read_llama3_scaling(f, a, c));
+    } else if (type == "yarn" && c.arch != Arch::Phi3) {
+      TH_RETURN_IF_ERROR(read_yarn_scaling(f, a, c));
     } else if (type == "longrope" && c.arch == Arch::Phi3) {
       // Carried by the rope_factors_long/short tensors and rope.scaling.attn_factor.
     } else if (type != "none") {
-      return Status::errorf(f.name(), ": unsupported rope.scaling.type '", type, "' (none, linear and llama3 are supported)");
+      return Status::errorf(f.name(), ": unsupported rope.scaling.type '", type,
+                            "' (none, linear, llama3 and yarn are supported; phi3: longrope)");
     }
   }
-  if (f.has(a + "rope.scaling.attn_factor")) {
-    TH_ASSIGN_OR_RETURN(c.rope_attn_factor, get_positive(f, a + "rope.scaling.attn_factor", 1e3));
+  if (f.has(a + "rope.scaling.attn_factor")) {  // times yarn's own factor, as llama.cpp multiplies them
+    TH_ASSIGN_OR_RETURN(float attn_factor, get_positive(f, a + "rope.scaling.attn_factor", 1e3));
+    c.rope_attn_factor *= attn_factor;
   }
   c.rope_orig_ctx = c.n_ctx_train;
   if (f.has(a + "rope.scaling.original_context_length")) {
@@ -208,6 +256,14 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.layer_swa.assign(static_cast<size_t>(c.n_layer), 0);
   if (c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) TH_RETURN_IF_ERROR(read_gemma(f, a, c));
+  // Mistral 7B v0.1's window (4096) on every layer. llama.cpp's llama graph has none (its
+  // converter does not write the key for llama), so a file carrying it is ours or mkmodel's.
+  if (c.arch == Arch::Llama && f.has(a + "attention.sliding_window")) {
+    TH_ASSIGN_OR_RETURN(c.sliding_window, get_dim(f, a + "attention.sliding_window", 0, int64_t{1} << 24));
+    c.layer_swa.assign(static_cast<size_t>(c.n_layer), c.sliding_window > 0);
+    c.rope_freq_base_swa = c.rope_freq_base;  // the window changes no layer's RoPE
+    c.rope_freq_scale_swa = c.rope_freq_scale;
+  }
   if (c.spec->moe) TH_RETURN_IF_ERROR(read_experts(f, a, c));
   const GgufTensor* embd = f.tensor("token_embd.weight");
   if (!embd) return Status::errorf(f.name(), ": missing tensor 'token_embd.weight'");

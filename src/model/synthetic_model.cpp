@@ -54,7 +54,9 @@ void add_hparams(GgufWriter& w, const SyntheticSpec& spec, const ArchSpec& A, in
   // Phi-3 128k switches to its long RoPE factors past its original 4096 of 131072 positions;
   // here the original is the shape's context and the whole 4x that (llama.cpp rounds a
   // context up to a multiple of 256, so the tiny shape's 256 is the least that can be short).
-  const int64_t n_ctx = spec.arch == Arch::Phi3 ? 4 * s.n_ctx : s.n_ctx;
+  // YaRN likewise: x4 past an original context of the shape's (llama.cpp's converter writes
+  // type, factor and original context for a Qwen2.5 config's rope_scaling).
+  const int64_t n_ctx = spec.arch == Arch::Phi3 || spec.yarn ? 4 * s.n_ctx : s.n_ctx;
   w.add_u32(arch + ".context_length", static_cast<uint32_t>(n_ctx));
   w.add_u32(arch + ".embedding_length", static_cast<uint32_t>(s.n_embd));
   w.add_u32(arch + ".block_count", static_cast<uint32_t>(s.n_layer));
@@ -70,6 +72,12 @@ void add_hparams(GgufWriter& w, const SyntheticSpec& spec, const ArchSpec& A, in
   w.add_f32(arch + ".attention.layer_norm_rms_epsilon", gemma ? 1e-6f : 1e-5f);
   // A window shorter than the tests' sequences, so that the local layers differ from global ones.
   const uint32_t window = s.name == "tiny" ? 5 : 4096;
+  if (spec.yarn) {
+    w.add_string(arch + ".rope.scaling.type", "yarn");
+    w.add_f32(arch + ".rope.scaling.factor", 4.0f);
+    w.add_u32(arch + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.n_ctx));
+  }
+  if (spec.sliding_window > 0) w.add_u32(arch + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
   if (spec.arch == Arch::Gemma2) {
     w.add_u32(arch + ".attention.sliding_window", window);
     w.add_f32(arch + ".attn_logit_softcapping", 50.0f);
@@ -123,13 +131,23 @@ Status apply_synthetic_arch(std::string_view name, SyntheticSpec& spec) {
     spec.n_expert_used = 2;
     return ok_status();
   }
+  if (name == "mistral") {
+    spec.arch = Arch::Llama;
+    spec.sliding_window = spec.shape.name == "tiny" ? 5 : 4096;
+    return ok_status();
+  }
+  if (name == "qwen2-yarn") {
+    spec.arch = Arch::Qwen2;
+    spec.yarn = true;
+    return ok_status();
+  }
   if (name == "llama3") {
     spec.arch = Arch::Llama;
     spec.llama3_rope = true;
     return ok_status();
   }
   const ArchSpec* a = find_arch(name);
-  if (!a) return Status::errorf("unknown --arch '", name, "' (", supported_arch_names(), ", mixtral, llama3)");
+  if (!a) return Status::errorf("unknown --arch '", name, "' (", supported_arch_names(), ", mixtral, llama3, mistral, qwen2-yarn)");
   spec.arch = a->arch;
   if (a->arch == Arch::Qwen3Moe) {
     spec.n_expert = spec.shape.name == "tiny" ? 4 : 8;
@@ -159,9 +177,13 @@ Status write_synthetic_model(const SyntheticSpec& spec, const GgufFile& vocab, c
   const ArchSpec& A = arch_spec(spec.arch);
   if (spec.n_expert > 0 && !A.moe) return Status::errorf("architecture ", A.name, " has no experts");
   if (spec.arch == Arch::Qwen3Moe && spec.n_expert == 0) return Status::error("qwen3moe needs experts");
+  if (spec.sliding_window > 0 && spec.arch != Arch::Llama) return Status::error("a sliding window on every layer is llama's (mistral)");
 
   const std::string arch(A.name);
-  const float rope_base = spec.llama3_rope ? 500000.0f : spec.arch == Arch::Gemma3 ? 1000000.0f : 10000.0f;
+  // (mistral: 1e6 as Mistral v0.2+, so that a window layer's RoPE differing from the model's shows)
+  const float rope_base = spec.llama3_rope                                    ? 500000.0f
+                          : spec.arch == Arch::Gemma3 || spec.sliding_window > 0 ? 1000000.0f
+                                                                              : 10000.0f;
   const int64_t n_ff_exp = spec.arch == Arch::Qwen3Moe ? s.n_ff / 2 : s.n_ff;
   GgufWriter w;
   add_hparams(w, spec, A, head_dim, rope_base, n_ff_exp);

@@ -33,16 +33,19 @@ struct SyntheticSpec {
   int64_t n_expert = 0;       // > 0: a mixture of experts (llama: Mixtral; qwen3moe: required)
   int64_t n_expert_used = 0;
   bool llama3_rope = false;   // llama: Llama 3.1's rope_freqs.weight and rope base 500000
+  int64_t sliding_window = 0; // llama: > 0, Mistral's window on every layer (llama.attention.sliding_window)
+  bool yarn = false;          // YaRN x4 past the shape's context (as Qwen2.5/Qwen3 long-context configs)
   uint64_t seed = 1;
 };
 
 /// @brief The spec's fields for an `mkmodel --arch` name: an architecture of model_config.h,
-/// or "mixtral" (llama with 8 experts, 2 used; 4 in the tiny shape) or "llama3" (llama with
-/// Llama 3.1's rope scaling). Returns an error naming the known names otherwise.
+/// or "mixtral" (llama with 8 experts, 2 used; 4 in the tiny shape), "llama3" (llama with
+/// Llama 3.1's rope scaling), "mistral" (llama with a sliding window on every layer: 4096,
+/// 5 in the tiny shape) or "qwen2-yarn" (qwen2 with YaRN rope scaling x4). Returns an error naming the known names otherwise.
 Status apply_synthetic_arch(std::string_view name, SyntheticSpec& spec);
 
 /// @brief config.json's rope_scaling for the spec (Llama 3.1's factors that write_synthetic_model's
-/// rope_freqs.weight holds), as JSON text; "" when it has none.
+/// rope_freqs.weight holds), as JSON text; "" when it has none or its GGUF keys say it.
 std::string synthetic_hf_rope_scaling(const SyntheticSpec& spec);
 
 /// @brief Writes the model to `path`, taking every tokenizer.* key (and so the vocab size)

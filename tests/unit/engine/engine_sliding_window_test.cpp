@@ -1,5 +1,5 @@
 // A model whose every layer has a sliding window (the tiny synthetic Gemma 3: two local layers,
-// window 5): the KV cache releases the blocks behind the window as sequences grow, so one
+// window 5; and a tiny Mistral, whose window is on every layer by definition): the KV cache releases the blocks behind the window as sequences grow, so one
 // sequence outgrows the whole primary pool, and batched serving with preemption (recompute and
 // swaps, whose tables then have released blocks in them) still gives each request's tokens
 // exactly as Generator gives them alone (its cache keeps every block).
@@ -18,20 +18,24 @@ namespace {
 using test::Collected;
 using test::LoadedModel;
 
+std::string tiny_swa_path(Arch arch) {
+  SyntheticSpec spec;
+  spec.shape = {"tiny", 64, 2, 4, 2, 96, 256};
+  spec.arch = arch;
+  if (arch == Arch::Llama) spec.sliding_window = 5;  // mistral
+  spec.type = DType::F32;
+  spec.seed = 5;
+  Result<GgufFile> vocab = GgufFile::open(test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-llama-spm.gguf"));
+  EXPECT_TRUE(vocab.ok()) << vocab.message();
+  const std::string p = ::testing::TempDir() + "/th_engine_swa_" + std::string(arch_spec(arch).name) + "_" +
+                        std::to_string(::getpid()) + ".gguf";
+  Status s = write_synthetic_model(spec, *vocab, p);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return p;
+}
+
 std::string tiny_gemma3_path() {
-  static const std::string path = [] {
-    SyntheticSpec spec;
-    spec.shape = {"tiny", 64, 2, 4, 2, 96, 256};
-    spec.arch = Arch::Gemma3;
-    spec.type = DType::F32;
-    spec.seed = 5;
-    Result<GgufFile> vocab = GgufFile::open(test::shared_path("testdata/tokenizer/llamacpp/ggml-vocab-llama-spm.gguf"));
-    EXPECT_TRUE(vocab.ok()) << vocab.message();
-    const std::string p = ::testing::TempDir() + "/th_engine_gemma3_" + std::to_string(::getpid()) + ".gguf";
-    Status s = write_synthetic_model(spec, *vocab, p);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return p;
-  }();
+  static const std::string path = tiny_swa_path(Arch::Gemma3);
   return path;
 }
 
@@ -102,10 +106,10 @@ class EngineSlidingWindow : public ::testing::Test {
   LoadedModel l_;
 };
 
-TEST_F(EngineSlidingWindow, OneSequenceOutgrowsThePool) {
-  // 6 blocks of 4 positions: 24 positions, and the request takes 35 to 52. A query sees 5
-  // positions, so after a step a sequence holds the blocks of its last 4 positions: 2 blocks,
-  // 3 with the one its prompt (at most 8 tokens) was computed in.
+// 6 blocks of 4 positions: 24 positions, and the request takes 35 to 52. A query sees 5
+// positions, so after a step a sequence holds the blocks of its last 4 positions: 2 blocks,
+// 3 with the one its prompt (at most 8 tokens) was computed in.
+void outgrows_the_pool(const LoadedModel& l_) {
   EngineConfig c = pool(l_, 6, 0);
   c.kv.prefix_caching = false;  // released blocks go back to the free list, not the cache
   const std::vector<GenerateRequest> rs = requests(l_.model->config().n_vocab, 1, 3, 7);
@@ -118,6 +122,17 @@ TEST_F(EngineSlidingWindow, OneSequenceOutgrowsThePool) {
   EXPECT_GT(static_cast<int64_t>(rs[0].prompt.size() + got[0].tokens.size()), 6 * 4);
   EXPECT_LE(peak, 3);
   EXPECT_EQ(stats.kv.primary_used, 0);
+}
+
+TEST_F(EngineSlidingWindow, OneSequenceOutgrowsThePool) { outgrows_the_pool(l_); }
+
+TEST(EngineSlidingWindowMistral, OneSequenceOutgrowsThePool) {
+  const std::string path = tiny_swa_path(Arch::Llama);
+  LoadedModel l = test::load_model(path);
+  ASSERT_TRUE(l.model && l.tok);
+  ASSERT_EQ(l.model->config().sliding_window, 5);
+  outgrows_the_pool(l);
+  std::remove(path.c_str());
 }
 
 TEST_F(EngineSlidingWindow, BatchedWithPreemptionEqualsEachAlone) {

@@ -2,6 +2,7 @@
 // file and the thing, never a crash.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "format/hf_config.h"
 #include "format/hf_folder.h"
 #include "format/safetensors.h"
 #include "model/synthetic_model.h"
@@ -143,13 +145,14 @@ TEST_F(HfFolderErrors, BadConfigJson) {
 
 TEST_F(HfFolderErrors, UnknownModelType) {
   replace("config.json", "\"qwen2\"", "\"gpt_neox\"");
-  EXPECT_NE(error().find("config.json: unsupported model_type 'gpt_neox' (supported: llama, mistral, qwen2, qwen3)"),
+  EXPECT_NE(error().find("config.json: unsupported model_type 'gpt_neox' (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3)"),
             std::string::npos);
 }
 
 TEST_F(HfFolderErrors, UnsupportedRopeScaling) {
-  replace("config.json", "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})");
-  EXPECT_NE(error().find("config.json: unsupported rope_scaling type 'yarn'"), std::string::npos);
+  replace("config.json", "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "dynamic", "factor": 4.0})");
+  EXPECT_NE(error().find("config.json: unsupported rope_scaling type 'dynamic' (supported: default, linear, llama3, yarn)"),
+            std::string::npos);
 }
 
 TEST_F(HfFolderErrors, MissingTensor) {
@@ -191,6 +194,66 @@ TEST_F(HfFolderErrors, IndexNamingAMissingShard) {
   EXPECT_NE(error().find("model-00002-of-00002.safetensors: cannot open"), std::string::npos);
   write("model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "../x"}})");
   EXPECT_NE(error().find("not a file in the folder"), std::string::npos);
+}
+
+// config.json of the newer architectures: what is refused is one line naming the file and the key.
+TEST(HfConfig, ArchitectureKeysAndErrors) {
+  auto cfg = [](const std::string& model_type, const std::string& extra) {
+    return R"({"model_type": ")" + model_type +
+           R"(", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "vocab_size": 300, "max_position_embeddings": 1024)" + extra + "}";
+  };
+  auto err = [](const std::string& text) {
+    auto r = parse_hf_config(text, "d/config.json");
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.message();
+  };
+  auto key = [](const HfConfig& c, const std::string& k) -> const GgufValue* {
+    for (const auto& [name, v] : c.metadata)
+      if (name == k) return &v;
+    return nullptr;
+  };
+  Result<HfConfig> c = parse_hf_config(cfg("mistral", R"(, "sliding_window": 4096)"), "d/config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  ASSERT_TRUE(key(*c, "llama.attention.sliding_window"));
+  EXPECT_EQ(std::get<int64_t>(key(*c, "llama.attention.sliding_window")->v), 4096);
+  c = parse_hf_config(cfg("mixtral", R"(, "sliding_window": null, "num_local_experts": 8, "num_experts_per_tok": 2)"),
+                      "d/config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_FALSE(key(*c, "llama.attention.sliding_window"));
+  EXPECT_EQ(c->n_expert, 8);
+  const std::string gemma3 = R"(, "head_dim": 32, "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 512)";
+  c = parse_hf_config(cfg("gemma3_text", gemma3 + R"(, "layer_types": ["sliding_attention", "full_attention"])"),
+                      "d/config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(std::get<int64_t>(key(*c, "gemma3.attention.sliding_window_pattern")->v), 2);
+  c = parse_hf_config(cfg("phi3", R"(, "original_max_position_embeddings": 256, "rope_scaling": {"type": "longrope",
+                          "long_factor": [1, 2, 3, 4, 5, 6, 7, 8], "short_factor": [1, 1, 1, 1, 1, 1, 1, 1]})"),
+                      "d/config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  ASSERT_EQ(c->extra_tensors.size(), 2u);
+  EXPECT_EQ(c->extra_tensors[0].first, "rope_factors_long.weight");
+  EXPECT_NEAR(std::get<double>(key(*c, "phi3.rope.scaling.attn_factor")->v), std::sqrt(1 + std::log(4.0) / std::log(256.0)),
+              1e-12);
+
+  EXPECT_EQ(err(cfg("gemma3_text", gemma3 + R"(, "layer_types": ["full_attention", "sliding_attention"])")),
+            "d/config.json: layer_types is not every n-th layer global (unsupported pattern)");
+  EXPECT_EQ(err(cfg("gemma2", R"(, "hidden_activation": "gelu_pytorch_tanh", "attn_logit_softcapping": null)")),
+            "d/config.json: attn_logit_softcapping null is not supported for gemma2");
+  EXPECT_EQ(err(cfg("gemma2", R"(, "hidden_act": "silu")")),
+            "d/config.json: hidden_act \"silu\" is not supported (gelu_pytorch_tanh)");
+  EXPECT_EQ(err(cfg("qwen3_moe", R"(, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64)")),
+            "d/config.json: norm_topk_prob other than true is not supported");
+  EXPECT_EQ(err(cfg("mixtral", R"(, "num_local_experts": 2, "num_experts_per_tok": 3)")),
+            "d/config.json: num_experts_per_tok 3 is past the 2 experts");
+  EXPECT_EQ(err(cfg("phi3", R"(, "rope_scaling": {"type": "yarn", "factor": 4.0})")),
+            "d/config.json: unsupported rope_scaling type 'yarn' for phi3 (supported: longrope, su)");
+  EXPECT_EQ(err(cfg("phi3", R"(, "original_max_position_embeddings": 256, "rope_scaling": {"type": "longrope",
+                    "long_factor": [1, 2], "short_factor": [1, 2]})")),
+            "d/config.json: rope_scaling 'long_factor' is not a list of 8 numbers (rope dimensions / 2)");
+  EXPECT_EQ(err(cfg("qwen2", R"(, "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 0.7})")),
+            "d/config.json: rope_scaling yarn with 'mscale' is not supported (its defaults only)");
+  EXPECT_EQ(err(cfg("gemma3", gemma3)).rfind("d/config.json: unsupported model_type 'gemma3' (supported: ", 0), 0u);
 }
 
 }  // namespace

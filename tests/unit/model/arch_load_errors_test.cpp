@@ -97,10 +97,12 @@ TEST(ArchLoadErrors, WrongShapesAreNamed) {
 
 TEST(ArchLoadErrors, UnsupportedRopeScalingIsNamed) {
   const std::string msg = load_error(tiny_model("gemma3", [](std::string& k, GgufValue& v) {
-    if (k == "gemma3.rope.scaling.type") v.v = std::string("yarn");
+    if (k == "gemma3.rope.scaling.type") v.v = std::string("dynamic");
     return true;
   }));
-  EXPECT_NE(msg.find("m.gguf: unsupported rope.scaling.type 'yarn' (none, linear and llama3 are supported)"), std::string::npos)
+  EXPECT_NE(msg.find("m.gguf: unsupported rope.scaling.type 'dynamic' (none, linear, llama3 and yarn are supported; "
+                     "phi3: longrope)"),
+            std::string::npos)
       << msg;
 }
 

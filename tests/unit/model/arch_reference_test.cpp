@@ -173,7 +173,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, ArchReference,
                          ::testing::Values(Case{"llama", 1e-5}, Case{"llama3", 1e-5}, Case{"mixtral", 1e-5},
                                            Case{"qwen2", 1e-5}, Case{"qwen3", 1e-5}, Case{"qwen3moe", 1e-5},
                                            Case{"gemma2", 1e-3}, Case{"gemma3", 1e-3}, Case{"phi3", 1e-5},
-                                           Case{"phi3-long", 1e-5}),
+                                           Case{"phi3-long", 1e-5}, Case{"qwen2-yarn", 1e-5}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.name;
                            std::replace(n.begin(), n.end(), '-', '_');

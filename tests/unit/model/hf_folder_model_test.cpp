@@ -1,5 +1,8 @@
 // A model written by mkmodel as GGUF and as a Hugging Face folder (write_hf_folder) gives
-// the same logits from both. qwen2/qwen3 keep the same layout: bit for bit. llama's HF q/k
+// the same logits from both, for every architecture (the GGUF path is the one checked against
+// llama.cpp). qwen2/qwen3/qwen3moe/gemma2/gemma3/phi3 keep the same layout: bit for bit
+// (gemma's norms go through w - 1 + 1, exact for w in [0.9, 1.1] by Sterbenz; phi3's rope
+// factors through JSON's shortest round-trip text). llama's (mistral's, mixtral's) HF q/k
 // rows are in rotate-half order (not permuted as in the GGUF) and run with half-rotating
 // RoPE: the same values rotated, but each head's q.k sums its terms in another order, so
 // logits agree to f32 rounding: a 32-term dot product reordered moves by <= 32 u |q||k|
@@ -119,8 +122,15 @@ TEST_P(HfFolderModel, SameLogitsAsGguf) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, HfFolderModel,
                          ::testing::Values(Case{"llama", 1, false, 1e-5}, Case{"llama3", 2, true, 1e-5},
-                                           Case{"qwen2", 2, false, 0}, Case{"qwen3", 1, true, 0}),
-                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.arch; });
+                                           Case{"mistral", 1, false, 1e-5}, Case{"mixtral", 3, false, 1e-5},
+                                           Case{"qwen2", 2, false, 0}, Case{"qwen2-yarn", 1, false, 0}, Case{"qwen3", 1, true, 0},
+                                           Case{"qwen3moe", 3, false, 0}, Case{"gemma2", 2, false, 0},
+                                           Case{"gemma3", 1, false, 0}, Case{"phi3", 2, false, 0}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = i.param.arch;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace th

@@ -263,7 +263,7 @@ Result<Response> FailoverClient::stream_events(std::string method, std::string p
     call.errors[i] = r.ok() ? cat("HTTP ", r->status, " ", first_line(r->body)) : r.message();
     if (r.ok() && !resuming) last_answer = std::move(*r);
     if (p.events == 0) continue;  // nothing reached the caller: the same request elsewhere
-    if ((p.finished && q.movable) || p.done) {
+    if ((p.all_finished(1) && q.movable) || p.done) {
       // Only [DONE] (and a usage chunk, if asked for) was missing: the text is whole.
       SseEvent done;
       done.data = "[DONE]";

@@ -66,6 +66,7 @@ Result<std::unique_ptr<FailoverClient>> FailoverClient::create(std::string_view 
   if (options.max_attempts == 0) options.max_attempts = std::max<int>(3, static_cast<int>(2 * urls.size()));
   HttpClientOptions http = options.http;
   http.retry.max_attempts = 1;
+  http.stream_idle_timeout = options.stream_idle_timeout;
   std::vector<std::unique_ptr<Endpoint>> endpoints;
   for (const std::string& url : urls) {
     auto e = std::make_unique<Endpoint>();

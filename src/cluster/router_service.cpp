@@ -317,6 +317,10 @@ void RouterService::Impl::launch(const std::shared_ptr<Task>& t, Leg& leg, const
   c.also_cancel = &t->client_gone;
   c.deadline = t->received + kRequestTimeout;
   c.max_body_bytes = kCellAnswerLimits.max_bytes;
+  // A killed cell refuses at once and a hung one still completes the handshake (the kernel
+  // does it), so only a full listen backlog makes a connect slow: the dropped SYN is sent
+  // again after 1 s and 3 s. 3.5 s lets a burst of thousands of new streams through.
+  c.connect_timeout = std::chrono::milliseconds(3500);
   if (t->q.stream) c.on_body = [this, t, l = &leg](std::string_view piece) { return on_body(*t, *l, piece); };
   c.on_done = [this, t, l = &leg](UpstreamResult r) { after_attempt(t, *l, std::move(r)); };
   loop->submit(std::move(c));

@@ -60,7 +60,7 @@ int run_router(int argc, char** argv) {
       ->check(CLI::IsMember({"prefix", "load"}))->capture_default_str();
   app.add_option("--max-migrations", ro.max_migrations, "moves of one stream to another cell after failures")
       ->check(CLI::Range(0, 100))->capture_default_str();
-  app.add_option("--workers", ro.workers, "requests proxied at once (one thread each); more wait in a queue")
+  app.add_option("--workers", ro.workers, "requests proxied at once (each a socket to its cell, no thread); more wait in a queue")
       ->check(CLI::Range(1, 65536))->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "interval of the heartbeats to each cell")->check(CLI::Range(5, 60000))->capture_default_str();
   app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms, "a heartbeat unanswered this long failed")

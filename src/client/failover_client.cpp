@@ -66,6 +66,7 @@ Result<std::unique_ptr<FailoverClient>> FailoverClient::create(std::string_view 
   if (options.max_attempts == 0) options.max_attempts = std::max<int>(3, static_cast<int>(2 * urls.size()));
   HttpClientOptions http = options.http;
   http.retry.max_attempts = 1;
+  http.stream_idle_timeout = options.stream_idle_timeout;
   std::vector<std::unique_ptr<Endpoint>> endpoints;
   for (const std::string& url : urls) {
     auto e = std::make_unique<Endpoint>();
@@ -263,7 +264,7 @@ Result<Response> FailoverClient::stream_events(std::string method, std::string p
     call.errors[i] = r.ok() ? cat("HTTP ", r->status, " ", first_line(r->body)) : r.message();
     if (r.ok() && !resuming) last_answer = std::move(*r);
     if (p.events == 0) continue;  // nothing reached the caller: the same request elsewhere
-    if ((p.finished && q.movable) || p.done) {
+    if ((p.all_finished(1) && q.movable) || p.done) {
       // Only [DONE] (and a usage chunk, if asked for) was missing: the text is whole.
       SseEvent done;
       done.data = "[DONE]";

@@ -45,6 +45,13 @@ struct FailoverOptions {
   HttpClientOptions http;  // every endpoint's client; its retry.max_attempts is set to 1 (the tries are ours)
   int max_attempts = 0;    // tries per call, endpoints together; 0 = 2 per endpoint, at least 3
   int max_resumes = 3;     // a stream goes on through another endpoint at most this many times
+  // A stream whose endpoint stops sending mid-stream (hung, SIGSTOPped: its connection stays
+  // open) is resumed elsewhere after this, not after http.request_timeout. The gap between
+  // two events of a healthy stream is one engine step: ~10-100 ms decoding, up to ~1 s when
+  // a 512-token prefill chunk shares the step on a CPU cell (BENCHMARKS.md); a router adds
+  // up to its cell-failure detection (~300 ms) while it moves the stream. 2 s is above all
+  // of them, so only a stalled endpoint trips it. Overrides http.stream_idle_timeout; 0: off.
+  std::chrono::milliseconds stream_idle_timeout{2000};
   RetryBudgetOptions budget;  // one budget for every endpoint
   std::chrono::milliseconds down_base{250};  // rest after one failure: a killed router stays dead,
   std::chrono::milliseconds down_max{5000};  // a restarting one is back within seconds

@@ -216,6 +216,7 @@ HttpClient::Attempt HttpClient::exchange(Connection& conn, std::string_view meth
   parser.reset(method);
   std::string piece;
   bool any_byte = false;
+  Clock::time_point last_byte = Clock::now();
   bool leftover = false;
   char buf[32 * 1024];
   while (!parser.done()) {
@@ -229,7 +230,19 @@ HttpClient::Attempt HttpClient::exchange(Connection& conn, std::string_view meth
       const int err = errno;
       if (err == EINTR) continue;
       if (err == EAGAIN || err == EWOULDBLOCK) {
-        if (const Wait w = wait_fd(fd, POLLIN, deadline); w != Wait::kReady) {
+        // Mid-stream, an endpoint that stops sending (hung, SIGSTOPped) fails after the idle timeout.
+        CallLimit until = deadline;
+        const bool idle_bound = a.delivered && options_.stream_idle_timeout.count() > 0 &&
+                                last_byte + options_.stream_idle_timeout < deadline.deadline;
+        if (idle_bound) until.deadline = last_byte + options_.stream_idle_timeout;
+        if (const Wait w = wait_fd(fd, POLLIN, until); w != Wait::kReady) {
+          if (w == Wait::kTimeout && idle_bound) {
+            Attempt idle = Attempt::fail(Failure::kBroken, Status::errorf("the stream sent nothing for ",
+                                                                          options_.stream_idle_timeout.count(),
+                                                                          " ms (stream_idle_timeout)"));
+            idle.delivered = true;
+            return idle;
+          }
           Attempt stopped = w == Wait::kCancelled
                                 ? Attempt::fail(Failure::kCancelled, Status::error("cancelled"))
                                 : Attempt::fail(Failure::kTimeout, Status::errorf("no complete response within the request timeout (",
@@ -245,6 +258,7 @@ HttpClient::Attempt HttpClient::exchange(Connection& conn, std::string_view meth
       return broken;
     }
     any_byte = true;
+    last_byte = Clock::now();
     std::string_view data(buf, static_cast<size_t>(n));
     while (!data.empty() && !parser.done()) {
       Result<size_t> used = parser.feed(data, &piece);

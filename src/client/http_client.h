@@ -47,6 +47,10 @@ struct HttpClientOptions {
   std::chrono::milliseconds connect_timeout{5'000};
   // The whole call: tries, waits between them and, for a stream, its end.
   std::chrono::milliseconds request_timeout{600'000};
+  // A 2xx stream that has delivered bytes and then gets none for this long fails (a broken
+  // try, never retried here: FailoverClient resumes it elsewhere). 0: off, only
+  // request_timeout. Not before the first byte: that wait holds queueing and prefill.
+  std::chrono::milliseconds stream_idle_timeout{0};
   // Idle connections kept for reuse. Busy connections are not capped: a
   // thread that finds none idle opens one; past the cap it is closed when done.
   size_t max_idle_connections = 64;

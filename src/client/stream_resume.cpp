@@ -54,7 +54,23 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-bool append_ids(const json& v, std::vector<int32_t>& out) {
+std::string text_of(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+const ChoiceProgress& StreamProgress::choice(int64_t index) const {
+  static const ChoiceProgress kNone;
+  auto it = choices.find(index);
+  return it == choices.end() ? kNone : it->second;
+}
+
+bool StreamProgress::all_finished(size_t count) const {
+  for (size_t i = 0; i < count; ++i)
+    if (!choice(static_cast<int64_t>(i)).finished) return false;
+  return true;
+}
+
+bool append_token_ids(const json& v, std::vector<int32_t>& out) {
   if (!v.is_array()) return false;
   for (const json& id : v) {
     if (!id.is_number_integer()) return false;
@@ -65,9 +81,54 @@ bool append_ids(const json& v, std::vector<int32_t>& out) {
   return true;
 }
 
-std::string text_of(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+bool track_chunk(json& j, bool keep_ids, StreamProgress& p) {
+  if (member(j, "error")) p.error_event = true;
+  if (member(j, "usage")) p.usage_sent = true;
+  bool drop = false;
+  if (auto choices = j.find("choices"); choices != j.end() && choices->is_array()) {
+    for (json& c : *choices) {
+      if (!c.is_object()) continue;
+      const json* index = member(c, "index");
+      ChoiceProgress& cp = p.choices[index && index->is_number_integer() ? index->get<int64_t>() : 0];
+      if (auto ids = c.find("prompt_token_ids"); ids != c.end()) {
+        std::vector<int32_t> prompt;
+        if (append_token_ids(*ids, prompt) && !prompt.empty()) cp.prompt_ids = std::move(prompt);
+        else p.unreadable = true;
+        if (!keep_ids) c.erase(ids);
+      }
+      if (auto ids = c.find("token_ids"); ids != c.end()) {
+        if (!append_token_ids(*ids, cp.generated)) p.unreadable = true;
+        if (!keep_ids) c.erase(ids);
+      }
+      if (const json* text = member(c, "text"); text && text->is_string())
+        cp.text_bytes += static_cast<int64_t>(text->get_ref<const std::string&>().size());
+      if (const json* delta = member(c, "delta"); delta && delta->is_object()) {
+        if (const json* content = member(*delta, "content"); content && content->is_string())
+          cp.text_bytes += static_cast<int64_t>(content->get_ref<const std::string&>().size());
+        if (delta->contains("role")) {
+          drop = drop || cp.role_sent;  // a server that started the stream over sends it again
+          cp.role_sent = true;
+        }
+      }
+      if (member(c, "finish_reason")) cp.finished = true;
+    }
+  }
+  if (drop) return false;
+  if (p.id.is_null() && p.created.is_null()) {
+    if (const json* id = member(j, "id")) p.id = *id;
+    if (const json* created = member(j, "created")) p.created = *created;
+    if (const json* object = member(j, "object")) p.object = *object;
+    if (const json* model = member(j, "model")) p.model = *model;
+  } else {
+    if (j.contains("id")) j["id"] = p.id;
+    if (j.contains("created")) j["created"] = p.created;
+  }
+  return true;
+}
 
-}  // namespace
+void set_continuation(json& body, const ChoiceProgress& c) {
+  body["continuation"] = {{"prompt_token_ids", c.prompt_ids}, {"token_ids", c.generated}, {"text_bytes", c.text_bytes}};
+}
 
 StreamRequest prepare_stream_request(std::string_view path, std::string_view body, uint64_t seed_if_none) {
   StreamRequest q;
@@ -106,42 +167,7 @@ std::optional<std::string> rewrite_event(std::string_view payload, const StreamR
     ++p.events;
     return std::string(payload);
   }
-  if (member(j, "error")) p.error_event = true;
-  bool drop = false;
-  if (auto choices = j.find("choices"); choices != j.end() && choices->is_array()) {
-    for (json& c : *choices) {
-      if (!c.is_object()) continue;
-      if (auto ids = c.find("prompt_token_ids"); ids != c.end()) {
-        std::vector<int32_t> prompt;
-        if (append_ids(*ids, prompt) && !prompt.empty()) p.prompt_ids = std::move(prompt);
-        else p.unreadable = true;
-        if (!q.wants_ids) c.erase(ids);
-      }
-      if (auto ids = c.find("token_ids"); ids != c.end()) {
-        if (!append_ids(*ids, p.generated)) p.unreadable = true;
-        if (!q.wants_ids) c.erase(ids);
-      }
-      if (const json* text = member(c, "text"); text && text->is_string())
-        p.text_bytes += static_cast<int64_t>(text->get_ref<const std::string&>().size());
-      if (const json* delta = member(c, "delta"); delta && delta->is_object()) {
-        if (const json* content = member(*delta, "content"); content && content->is_string())
-          p.text_bytes += static_cast<int64_t>(content->get_ref<const std::string&>().size());
-        if (delta->contains("role")) {
-          drop = p.role_sent;  // an endpoint that started the stream over sends it again
-          p.role_sent = true;
-        }
-      }
-      if (member(c, "finish_reason")) p.finished = true;
-    }
-  }
-  if (drop) return std::nullopt;
-  if (p.id.empty() && p.created.empty()) {
-    if (const json* id = member(j, "id")) p.id = text_of(*id);
-    if (const json* created = member(j, "created")) p.created = text_of(*created);
-  } else {
-    if (j.contains("id") && !p.id.empty()) j["id"] = json::parse(p.id);
-    if (j.contains("created") && !p.created.empty()) j["created"] = json::parse(p.created);
-  }
+  if (!track_chunk(j, q.wants_ids, p)) return std::nullopt;
   ++p.events;
   return text_of(j);
 }
@@ -149,13 +175,15 @@ std::optional<std::string> rewrite_event(std::string_view payload, const StreamR
 bool can_resume(const StreamRequest& q, const StreamProgress& p) {
   if (!q.movable || p.unreadable || p.error_event || p.done) return false;
   // Generated ids without the prompt's cannot be continued; without either, the request starts over.
-  return !p.prompt_ids.empty() || (p.generated.empty() && p.text_bytes == 0);
+  const ChoiceProgress& c = p.choice(0);
+  return !c.prompt_ids.empty() || (c.generated.empty() && c.text_bytes == 0);
 }
 
 std::string resume_body(const StreamRequest& q, const StreamProgress& p) {
-  if (p.prompt_ids.empty()) return q.body;
+  const ChoiceProgress& c = p.choice(0);
+  if (c.prompt_ids.empty()) return q.body;
   json b = parse_object(q.body);
-  b["continuation"] = {{"prompt_token_ids", p.prompt_ids}, {"token_ids", p.generated}, {"text_bytes", p.text_bytes}};
+  set_continuation(b, c);
   return text_of(b);
 }
 

@@ -74,25 +74,13 @@ size_t prompt_count(const json& body, bool chat) {
   return (*p)[0].is_number() ? 1 : p->size();
 }
 
-// Appends the token ids of `v` to `out`; false when `v` is not an array of ids.
-bool append_ids(const json& v, std::vector<int32_t>& out) {
-  if (!v.is_array()) return false;
-  for (const json& id : v) {
-    if (!id.is_number_integer()) return false;
-    const int64_t x = id.get<int64_t>();
-    if (x < 0 || x > INT32_MAX) return false;
-    out.push_back(static_cast<int32_t>(x));
-  }
-  return true;
-}
-
 // A continuation the router can extend: prompt ids (not empty), generated ids and text bytes
 // (both optional). Anything else is not moved; the cell refuses it with its own 400.
 bool read_continuation(const json& c, ProxyRequest& q) {
   if (!c.is_object()) return false;
   const json* prompt = member(c, "prompt_token_ids");
-  if (!prompt || !append_ids(*prompt, q.continued_prompt_ids) || q.continued_prompt_ids.empty()) return false;
-  if (const json* ids = member(c, "token_ids"); ids && !append_ids(*ids, q.continued_ids)) return false;
+  if (!prompt || !client::append_token_ids(*prompt, q.continued_prompt_ids) || q.continued_prompt_ids.empty()) return false;
+  if (const json* ids = member(c, "token_ids"); ids && !client::append_token_ids(*ids, q.continued_ids)) return false;
   if (const json* t = member(c, "text_bytes")) {
     if (!t->is_number_integer() || t->get<int64_t>() < 0 || t->get<int64_t>() > INT32_MAX) return false;
     q.continued_text_bytes = t->get<int64_t>();
@@ -123,8 +111,12 @@ Result<ProxyRequest> inspect_request(ProxyEndpoint endpoint, std::string_view bo
   q.wants_ids = endpoint == ProxyEndpoint::kGenerate || is_true(q.body, "return_token_ids");
   if (!member(q.body, "seed")) q.body["seed"] = static_cast<int64_t>(seed_if_none & 0x7fffffff);
   const json* continuation = member(q.body, "continuation");
-  q.movable = q.stream && int_or(q.body, "n", 1) == 1 && prompt_count(q.body, chat) == 1 && !is_true(q.body, "echo") &&
-              (!continuation || read_continuation(*continuation, q));
+  q.n = std::clamp<int64_t>(int_or(q.body, "n", 1), 1, 1024);
+  q.prompts = prompt_count(q.body, chat);
+  if (const json* so = member(q.body, "stream_options"); so && so->is_object()) q.include_usage = is_true(*so, "include_usage");
+  // A continuation is of one choice (the cell refuses it with n > 1 or several prompts).
+  q.movable = q.stream && !is_true(q.body, "echo") &&
+              (!continuation || (q.n == 1 && q.prompts == 1 && read_continuation(*continuation, q)));
   if (!q.movable) {
     q.continued_prompt_ids.clear();
     q.continued_ids.clear();
@@ -135,12 +127,13 @@ Result<ProxyRequest> inspect_request(ProxyEndpoint endpoint, std::string_view bo
   q.route.prefix_blocks = prefix_block_hashes(bytes);
   q.route.priority = priority_of(q.body);
   const int64_t max_tokens = std::clamp<int64_t>(int_or(q.body, "max_tokens", 256), 1, 1 << 20);
-  const int64_t choices = std::clamp<int64_t>(int_or(q.body, "n", 1), 1, 1024) * static_cast<int64_t>(prompt_count(q.body, chat));
+  const int64_t choices = choice_count(q);
   q.route.cost_tokens = static_cast<int64_t>(bytes.size() / 4) + max_tokens * choices;
   return q;
 }
 
-std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRequest& request, StreamSnapshot& snap) {
+std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRequest& request, StreamSnapshot& snap,
+                                         int64_t moved_choice) {
   if (payload == "[DONE]") {
     snap.done = true;
     return std::nullopt;
@@ -151,44 +144,13 @@ std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRe
     return std::nullopt;
   }
   json& j = *parsed;
-  if (member(j, "error")) snap.upstream_error = true;
-  bool drop = false;
-  if (auto choices = j.find("choices"); choices != j.end() && choices->is_array()) {
-    for (json& c : *choices) {
-      if (!c.is_object()) continue;
-      if (auto p = c.find("prompt_token_ids"); p != c.end()) {
-        if (request.movable) {
-          std::vector<int32_t> ids;
-          if (append_ids(*p, ids) && !ids.empty()) snap.prompt_ids = std::move(ids);
-          else snap.ids_broken = true;
-        }
-        if (!request.wants_ids) c.erase(p);
-      }
-      if (auto ids = c.find("token_ids"); ids != c.end()) {
-        if (request.movable && !append_ids(*ids, snap.generated)) snap.ids_broken = true;
-        if (!request.wants_ids) c.erase(ids);
-      }
-      if (const json* text = member(c, "text"); text && text->is_string())
-        snap.text_bytes += static_cast<int64_t>(text->get_ref<const std::string&>().size());
-      if (const json* delta = member(c, "delta"); delta && delta->is_object()) {
-        if (const json* content = member(*delta, "content"); content && content->is_string())
-          snap.text_bytes += static_cast<int64_t>(content->get_ref<const std::string&>().size());
-        if (delta->contains("role")) {
-          drop = snap.role_sent;  // a cell that restarted the stream sends it again
-          snap.role_sent = true;
-        }
-      }
-      if (member(c, "finish_reason")) snap.finished = true;
-    }
+  if (moved_choice >= 0) {
+    if (member(j, "usage")) return std::nullopt;  // the choice's own: the router makes the stream's
+    if (auto choices = j.find("choices"); choices != j.end() && choices->is_array())
+      for (json& c : *choices)
+        if (c.is_object()) c["index"] = moved_choice;
   }
-  if (drop) return std::nullopt;
-  if (snap.id.is_null() && snap.created.is_null()) {
-    if (const json* id = member(j, "id")) snap.id = *id;
-    if (const json* created = member(j, "created")) snap.created = *created;
-  } else {
-    if (j.contains("id")) j["id"] = snap.id;
-    if (j.contains("created")) j["created"] = snap.created;
-  }
+  if (!client::track_chunk(j, request.wants_ids, snap)) return std::nullopt;
   return http::json_text(j);
 }
 
@@ -201,21 +163,58 @@ Status check_cell_answer(int status, std::string_view body) {
 
 StreamSnapshot start_snapshot(const ProxyRequest& request) {
   StreamSnapshot s;
-  s.prompt_ids = request.continued_prompt_ids;
-  s.generated = request.continued_ids;
-  s.text_bytes = request.continued_text_bytes;
+  if (request.continued_prompt_ids.empty()) return s;
+  client::ChoiceProgress& c = s.choices[0];
+  c.prompt_ids = request.continued_prompt_ids;
+  c.generated = request.continued_ids;
+  c.text_bytes = request.continued_text_bytes;
   return s;
 }
 
 bool resumable(const ProxyRequest& request, const StreamSnapshot& snap) {
-  return request.movable && !snap.ids_broken && !snap.upstream_error;
+  return request.movable && !snap.unreadable && !snap.error_event;
 }
 
+int64_t choice_count(const ProxyRequest& request) { return request.n * static_cast<int64_t>(request.prompts); }
+
 std::string resume_body(const ProxyRequest& request, const StreamSnapshot& snap) {
-  if (snap.prompt_ids.empty()) return http::json_text(request.body);
+  if (choice_count(request) != 1 || snap.choice(0).prompt_ids.empty()) return http::json_text(request.body);
   json b = request.body;
-  b["continuation"] = {{"prompt_token_ids", snap.prompt_ids}, {"token_ids", snap.generated}, {"text_bytes", snap.text_bytes}};
+  client::set_continuation(b, snap.choice(0));
   return http::json_text(b);
+}
+
+std::string choice_resume_body(const ProxyRequest& request, const StreamSnapshot& snap, int64_t index) {
+  if (choice_count(request) == 1) return resume_body(request, snap);
+  json b = request.body;
+  const int64_t prompt = index / request.n, place = index % request.n;
+  if (request.prompts > 1) b["prompt"] = json(b["prompt"][static_cast<size_t>(prompt)]);
+  b["n"] = 1;
+  // The cell draws choice i of a prompt with seed + i (server/api_service.cpp, submit).
+  const json& seed = b["seed"];
+  if (seed.is_number_integer()) b["seed"] = seed.get<int64_t>() + place;
+  else if (seed.is_number_unsigned()) b["seed"] = seed.get<uint64_t>() + static_cast<uint64_t>(place);
+  const client::ChoiceProgress& c = snap.choice(index);
+  if (!c.prompt_ids.empty()) client::set_continuation(b, c);
+  return http::json_text(b);
+}
+
+std::optional<std::string> usage_chunk(const ProxyRequest& request, const StreamSnapshot& snap) {
+  if (!request.include_usage || snap.usage_sent) return std::nullopt;
+  int64_t prompt = 0, completion = 0;
+  for (size_t p = 0; p < request.prompts; ++p) {  // once per prompt: its choices' first chunks all carry it
+    for (int64_t k = 0; k < request.n; ++k) {
+      const std::vector<int32_t>& ids = snap.choice(static_cast<int64_t>(p) * request.n + k).prompt_ids;
+      if (ids.empty()) continue;
+      prompt += static_cast<int64_t>(ids.size());
+      break;
+    }
+  }
+  for (const auto& [index, c] : snap.choices) completion += static_cast<int64_t>(c.generated.size());
+  json j = {{"id", snap.id}, {"object", snap.object}, {"created", snap.created}, {"model", snap.model},
+            {"choices", json::array()},
+            {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}}};
+  return http::json_text(j);
 }
 
 }  // namespace th::cluster

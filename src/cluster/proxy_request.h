@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "client/stream_resume.h"
 #include "cluster/routing_policy.h"
 
 namespace th::cluster {
@@ -36,7 +37,12 @@ struct ProxyRequest {
   ProxyEndpoint endpoint = ProxyEndpoint::kCompletions;
   nlohmann::ordered_json body;  // as sent, plus the router's seed (and return_token_ids when movable)
   bool stream = false;
-  bool movable = false;    // streamed, one choice, one prompt, no echo: resumable on another cell
+  // Streamed, no echo, and a continuation (if any) the router can read: resumable on another
+  // cell, the whole request before its first byte, each choice on its own after it.
+  bool movable = false;
+  int64_t n = 1;           // choices per prompt
+  size_t prompts = 1;      // prompts (a completions request may have several)
+  bool include_usage = false;  // stream_options.include_usage: the stream ends with a usage chunk
   // A request that is itself a well-formed continuation (a client resuming a stream through
   // this router, failover_client.h): what it carries starts the snapshot, so it moves again.
   std::vector<int32_t> continued_prompt_ids, continued_ids;
@@ -50,19 +56,12 @@ struct ProxyRequest {
 /// An error only when the body is not a JSON object.
 Result<ProxyRequest> inspect_request(ProxyEndpoint endpoint, std::string_view body, uint64_t seed_if_none);
 
-/// @brief What the router knows of a stream, enough to resume it elsewhere.
-struct StreamSnapshot {
-  std::vector<int32_t> prompt_ids;  // as the first cell tokenized the prompt (from its first chunk)
-  std::vector<int32_t> generated;   // every token id the client has
-  int64_t text_bytes = 0;           // bytes of generated text the client has
-  bool role_sent = false;           // chat: the assistant role chunk went out
-  bool finished = false;            // a finish_reason went out
-  bool done = false;                // the cell sent [DONE]
-  bool upstream_error = false;      // the cell sent an error event
-  bool ids_broken = false;          // a cell sent ids that are not ids: the stream cannot move
-  std::string invalid;              // not empty: the cell sent a chunk that is not a JSON object
-                                    // (or too deep or big to read): the cell failed, the chunk is dropped
-  nlohmann::ordered_json id, created;  // the first chunk's, kept for every later chunk
+/// @brief What the router knows of a stream, enough to resume each choice elsewhere:
+/// client::StreamProgress (the failover client's reading, the one implementation), and
+/// whether the last cell sent what no cell sends.
+struct StreamSnapshot : client::StreamProgress {
+  std::string invalid;  // not empty: the cell sent a chunk that is not a JSON object
+                        // (or too deep or big to read): the cell failed, the chunk is dropped
 };
 
 /// @brief One SSE payload from a cell: updates `snap` and returns what to send
@@ -71,7 +70,11 @@ struct StreamSnapshot {
 /// kCellAnswerLimits, which also sets snap.invalid: the cell failed). Token ids
 /// the client did not ask for are removed; `id` and `created` stay the first
 /// chunk's across cells.
-std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRequest& request, StreamSnapshot& snap);
+/// `moved_choice` >= 0: the chunk comes from that choice's own continuation (a request of
+/// one choice, choice_resume_body): its index 0 becomes `moved_choice`, and its usage chunk is
+/// dropped (the router makes the stream's own, usage_chunk).
+std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRequest& request, StreamSnapshot& snap,
+                                         int64_t moved_choice = -1);
 
 /// @brief OK when a cell's whole answer (a non-streamed one, or a stream's error
 /// body) may go to the client: a final status (200-599) and a JSON body within
@@ -81,8 +84,24 @@ Status check_cell_answer(int status, std::string_view body);
 /// @brief The snapshot a request's stream starts from: empty, or what its continuation carries.
 StreamSnapshot start_snapshot(const ProxyRequest& request);
 
-/// @brief True when a stream with this snapshot can continue on another cell.
+/// @brief True when a stream with this snapshot can continue on another cell (each of its
+/// unfinished choices, once its first byte went out).
 bool resumable(const ProxyRequest& request, const StreamSnapshot& snap);
+
+/// @brief The choices a request streams: n per prompt.
+int64_t choice_count(const ProxyRequest& request);
+
+/// @brief The body that resumes choice `index` alone (after the stream's first byte, when its
+/// cell failed): n 1, the choice's own prompt and seed (the request's plus the choice's place
+/// among its prompt's n, as the cell draws them), and its continuation. When the choice has
+/// no prompt ids yet, the continuation is left out (the choice starts over).
+std::string choice_resume_body(const ProxyRequest& request, const StreamSnapshot& snap, int64_t index);
+
+/// @brief The stream's usage chunk made from the snapshot (prompt tokens once per prompt,
+/// every choice's generated tokens), for a stream whose cells did not send it (it moved per
+/// choice, or its cell failed after the last finish); nullopt when the client did not ask
+/// for usage or it went out already.
+std::optional<std::string> usage_chunk(const ProxyRequest& request, const StreamSnapshot& snap);
 
 /// @brief The body to send the next cell: the request as it was, and once the
 /// prompt's ids are known, the `continuation` (prompt ids, generated ids, text

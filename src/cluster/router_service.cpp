@@ -19,6 +19,7 @@
 #include "cluster/bounded_json.h"
 #include "cluster/cluster_view.h"
 #include "cluster/proxy_request.h"
+#include "cluster/upstream_loop.h"
 #include "http/bearer.h"
 #include "http/http_response.h"
 #include "http/http_server.h"
@@ -40,7 +41,31 @@ HttpResponse error(int status, std::string message, std::string code = {}) {
                                                  code.empty() ? std::nullopt : std::optional<std::string>(code)});
 }
 
-// One proxied request, from the handler to its last byte.
+// The longest a proxied request may take, all its tries together (HttpClient's default
+// request_timeout, which the thread-per-request router used).
+constexpr auto kRequestTimeout = std::chrono::minutes(10);
+
+// One stream of answers from cells for a request: the whole request (choice -1) until its
+// first byte went out, or while it is one choice; after that, when its cell fails, one leg
+// per unfinished choice, each moved on its own (choice_resume_body).
+struct Leg {
+  int64_t choice = -1;
+  std::atomic<bool> cancel{false};  // this attempt must stop: its cell died, or the request ended
+  int attempt = 0;                  // tries, all causes together
+  int moves = 0;                    // ... of them after the stream's first byte
+  std::set<std::string> excluded;   // cells that failed this leg
+  std::string last_error = "no cell is available";
+  Clock::time_point wait_until{};   // no cell: the leg waits for one until then
+  std::shared_ptr<Cell> cell;       // the attempt in progress: its cell
+  std::unique_ptr<CellWork> work;   // ... counted there
+  client::SseReader sse;
+  std::string sse_error;            // the cell's event stream was malformed
+  bool done = false;                // the cell sent [DONE]
+};
+
+// One proxied request, from the handler to its last byte. After the handler, its state is
+// the upstream loop's alone (every step below runs on that thread, one callback after
+// another: no thread waits for a cell); client_gone is set from the HTTP loop.
 struct Task {
   ProxyEndpoint endpoint = ProxyEndpoint::kCompletions;
   std::string path;
@@ -48,13 +73,19 @@ struct Task {
   std::vector<client::Header> headers;  // forwarded to the cell
   ResponseWriter writer;
   Clock::time_point received;
-  std::atomic<bool> cancel{false};       // this attempt must stop: the cell died, or the client left
   std::atomic<bool> client_gone{false};
+  // The loop thread's.
+  ProxyRequest q;
+  StreamSnapshot snap;
+  bool sse_started = false;
+  bool ended = false;
+  std::vector<std::unique_ptr<Leg>> legs;  // only grows: calls in flight point at their leg
+  size_t live_legs = 0;
 };
 
 // A cell's answer, passed to the client as it came (its Content-Type, else JSON, and any
 // Retry-After).
-HttpResponse relay(client::Response r) {
+HttpResponse relay(UpstreamResult r) {
   HttpResponse out;
   out.status = r.status;
   out.set_header("Content-Type", std::string(r.header("content-type").value_or("application/json")));
@@ -63,12 +94,20 @@ HttpResponse relay(client::Response r) {
   return out;
 }
 
+HttpResponse relay(client::Response r) {
+  UpstreamResult u;
+  u.status = r.status;
+  u.headers = std::move(r.headers);
+  u.body = std::move(r.body);
+  return relay(std::move(u));
+}
+
 // A cell that is down, broken or draining: another cell may serve the request. Not 429: a
 // rate limit is the client's (its key's) on every cell, so it goes back with its
 // Retry-After rather than being spread over the cluster (#15).
 bool retryable_status(int status) { return status == 500 || status == 502 || status == 503 || status == 504; }
 
-// How a proxied request ends, decided once (Impl::route) and sent in one place (Impl::proxy).
+// How a proxied request ends, decided once and sent in one place (Impl::end).
 struct Outcome {
   const char* label = "ok";           // the metrics' outcome: ok, client_error, failed, cancelled
   bool silent = false;                // the client left: nothing to send
@@ -94,15 +133,6 @@ struct Outcome {
     o.silent = true;
     return o;
   }
-};
-
-// What one request's tries share.
-struct Attempts {
-  StreamSnapshot snap;
-  bool sse_started = false;
-  std::set<std::string> excluded;  // cells that failed this request
-  int moves = 0;
-  std::string last_error = "no cell is available";
 };
 
 }  // namespace
@@ -139,16 +169,14 @@ struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
   RouterServiceOptions options;
   CellPool& pool;
   std::unique_ptr<RoutingPolicy> policy;
+  std::unique_ptr<UpstreamLoop> loop;
   std::mutex mu;
-  std::condition_variable cv;
   std::deque<std::shared_ptr<Task>> queue;
   std::set<std::shared_ptr<Task>> running;  // for stop(): cancel them
   bool stopping = false;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> in_flight{0};
-  std::vector<std::thread> workers;
-  std::mutex rng_mu;
-  std::mt19937_64 rng;
+  std::mt19937_64 rng;  // the loop thread's
 
   http::MetricsRegistry metrics;
   http::CounterFamily& requests;
@@ -162,17 +190,25 @@ struct RouterService::Impl : std::enable_shared_from_this<RouterService::Impl> {
   http::GaugeFamily& cells_gauge;
 
   void enqueue(ProxyEndpoint endpoint, const HttpRequest& r, ResponseWriter w);
-  void work();
-  void proxy(Task& t);
-  Outcome route(Task& t, const ProxyRequest& q);
-  // One try on `cell`: the outcome, or nullopt when the next cell must be tried.
-  std::optional<Outcome> try_whole(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a);
-  std::optional<Outcome> try_stream(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a);
-  static void cell_failed(Cell& cell, Attempts& a, std::string why);
-  void finish(const Task& t, const char* outcome) { requests.with({endpoint_label(t.endpoint), outcome}).inc(); }
+  // The steps of a request, each on the loop thread.
+  void begin(const std::shared_ptr<Task>& t);
+  Leg& add_leg(Task& t, int64_t choice);
+  void next(const std::shared_ptr<Task>& t, Leg& leg);
+  void launch(const std::shared_ptr<Task>& t, Leg& leg, const std::shared_ptr<Cell>& cell);
+  bool on_body(Task& t, Leg& leg, std::string_view piece);
+  bool on_event(Task& t, Leg& leg, const client::SseEvent& e);
+  void after_attempt(const std::shared_ptr<Task>& t, Leg& leg, UpstreamResult r);
+  void split(const std::shared_ptr<Task>& t, Leg& whole);
+  void leg_finished(const std::shared_ptr<Task>& t);
+  // One try's result: the outcome, or nullopt when the leg must try another cell.
+  std::optional<Outcome> whole_result(Task& t, Leg& leg, UpstreamResult& r);
+  std::optional<Outcome> stream_result(Task& t, Leg& leg, UpstreamResult& r);
+  Outcome give_up(Task& t, const Leg& leg);
+  void end(const std::shared_ptr<Task>& t, Outcome o);
+  static void cell_failed(Leg& leg, std::string why);
+  void bad_answer(Leg& leg, const std::string& why);
   // Why a POST /admin/* call is refused (401, 403), or nullopt when it is allowed.
   std::optional<HttpResponse> admin_refusal(const HttpRequest& r) const;
-  std::shared_ptr<Cell> wait_for_cell(const RouteRequest& rr, const std::set<std::string>& excluded, const Task& t);
 };
 
 void RouterService::Impl::enqueue(ProxyEndpoint endpoint, const HttpRequest& r, ResponseWriter w) {
@@ -189,193 +225,274 @@ void RouterService::Impl::enqueue(ProxyEndpoint endpoint, const HttpRequest& r, 
   t->received = Clock::now();
   std::weak_ptr<Task> weak = t;
   w.on_close([weak] {
-    if (auto task = weak.lock()) {
-      task->client_gone.store(true);
-      task->cancel.store(true);
-    }
+    if (auto task = weak.lock()) task->client_gone.store(true);
   });
+  bool start = false;
   {
     std::lock_guard<std::mutex> l(mu);
-    if (static_cast<int64_t>(queue.size()) >= options.max_queue) {
-      w.send(error(503, "the router's queue is full; retry later", "queue_full"));
+    if (stopping) {
+      w.send(error(503, "the router is shutting down", "draining"));
       return;
     }
-    queue.push_back(std::move(t));
+    if (static_cast<int64_t>(running.size()) < options.workers) {
+      running.insert(t);
+      start = true;
+    } else if (static_cast<int64_t>(queue.size()) >= options.max_queue) {
+      w.send(error(503, "the router's queue is full; retry later", "queue_full"));
+      return;
+    } else {
+      queue.push_back(t);
+    }
     in_flight.fetch_add(1);
   }
-  cv.notify_one();
+  if (start) loop->post_after(std::chrono::milliseconds(0), [this, t] { begin(t); });
 }
 
-void RouterService::Impl::work() {
-  for (;;) {
-    std::shared_ptr<Task> t;
-    {
-      std::unique_lock<std::mutex> l(mu);
-      cv.wait(l, [&] { return stopping || !queue.empty(); });
-      if (stopping) return;
-      t = std::move(queue.front());
-      queue.pop_front();
-      running.insert(t);
-    }
-    in_flight_gauge.inc();
-    proxy(*t);
-    in_flight_gauge.dec();
-    {
-      std::lock_guard<std::mutex> l(mu);
-      running.erase(t);
-    }
-    in_flight.fetch_sub(1);
-  }
+void RouterService::Impl::begin(const std::shared_ptr<Task>& t) {
+  in_flight_gauge.inc();
+  Result<ProxyRequest> inspected = inspect_request(t->endpoint, t->body, rng());
+  if (!inspected.ok()) return end(t, Outcome::reply(error(400, inspected.message()), "client_error"));
+  t->q = std::move(*inspected);
+  t->snap = start_snapshot(t->q);
+  next(t, add_leg(*t, -1));
 }
 
-std::shared_ptr<Cell> RouterService::Impl::wait_for_cell(const RouteRequest& rr, const std::set<std::string>& excluded,
-                                                         const Task& t) {
-  const Clock::time_point until = Clock::now() + options.wait_for_cell;
-  for (;;) {
-    if (std::shared_ptr<Cell> c = pool.pick(*policy, rr, excluded)) return c;
-    // Every cell is excluded (each failed this request once) or down: the excluded ones
-    // may have come back (a draining cell restarted), so try them again before waiting.
-    if (!excluded.empty()) {
-      if (std::shared_ptr<Cell> c = pool.pick(*policy, rr, {})) {
-        // ... after a pause that grows with the tries, so that cells answering 429 or 503
-        // are not hammered.
-        std::this_thread::sleep_for(std::min(std::chrono::milliseconds(25 << std::min<size_t>(excluded.size(), 5)),
-                                             std::chrono::milliseconds(500)));
-        return c;
-      }
-    }
-    if (Clock::now() >= until || t.client_gone.load()) return nullptr;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+Leg& RouterService::Impl::add_leg(Task& t, int64_t choice) {
+  t.legs.push_back(std::make_unique<Leg>());
+  t.legs.back()->choice = choice;
+  ++t.live_legs;
+  return *t.legs.back();
 }
 
-void RouterService::Impl::proxy(Task& t) {
-  uint64_t seed;
-  {
-    std::lock_guard<std::mutex> l(rng_mu);
-    seed = rng();
+void RouterService::Impl::next(const std::shared_ptr<Task>& t, Leg& leg) {
+  if (t->ended) return;
+  if (t->client_gone.load()) return end(t, Outcome::cancelled());
+  if (leg.attempt >= options.max_attempts) return end(t, give_up(*t, leg));
+  if (std::shared_ptr<Cell> c = pool.pick(*policy, t->q.route, leg.excluded)) return launch(t, leg, c);
+  // Every cell is excluded (each failed this leg once) or down: the excluded ones may have
+  // come back (a draining cell restarted), so try them again, after a pause that grows
+  // with the tries, so that cells answering 429 or 503 are not hammered.
+  if (!leg.excluded.empty()) {
+    if (std::shared_ptr<Cell> c = pool.pick(*policy, t->q.route, {})) {
+      const auto pause = std::min(std::chrono::milliseconds(25 << std::min<size_t>(leg.excluded.size(), 5)),
+                                  std::chrono::milliseconds(500));
+      loop->post_after(pause, [this, t, l = &leg, c] {
+        if (t->ended) return;
+        if (t->client_gone.load()) return end(t, Outcome::cancelled());
+        launch(t, *l, c);
+      });
+      return;
+    }
   }
-  Result<ProxyRequest> inspected = inspect_request(t.endpoint, t.body, seed);
-  Outcome o = inspected.ok() ? route(t, *inspected) : Outcome::reply(error(400, inspected.message()), "client_error");
-  // The one place a proxied request's response ends.
-  if (!o.silent) {
-    if (o.whole) {
-      t.writer.send(std::move(*o.whole));
+  // No eligible cell: wait for one to come back, looking every 20 ms.
+  const Clock::time_point now = Clock::now();
+  if (leg.wait_until == Clock::time_point{}) leg.wait_until = now + options.wait_for_cell;
+  if (now >= leg.wait_until) return end(t, give_up(*t, leg));
+  loop->post_after(std::chrono::milliseconds(20), [this, t, l = &leg] { next(t, *l); });
+}
+
+void RouterService::Impl::launch(const std::shared_ptr<Task>& t, Leg& leg, const std::shared_ptr<Cell>& cell) {
+  leg.wait_until = {};
+  if (leg.attempt > 0 || leg.choice >= 0) {  // a choice's own leg starts as a move
+    if (t->sse_started) {
+      migrations.inc();
+      ++leg.moves;
     } else {
-      for (const std::string& e : o.events) t.writer.send_event(e);
-      t.writer.end();
+      retries.inc();
     }
   }
-  finish(t, o.label);
+  ++leg.attempt;
+  leg.cancel.store(false);
+  leg.work = std::make_unique<CellWork>(cell, t->q.route.priority, t->q.route.cost_tokens / (leg.choice >= 0 ? choice_count(t->q) : 1),
+                                        &leg.cancel);
+  leg.sse = client::SseReader();
+  leg.sse_error.clear();
+  leg.done = false;
+  leg.cell = cell;
+  UpstreamCall c;
+  c.target = cell->client().base_url();
+  const std::string body = leg.choice < 0 ? resume_body(t->q, t->snap) : choice_resume_body(t->q, t->snap, leg.choice);
+  c.wire = upstream_wire(c.target, "POST", t->path, body, t->headers);
+  c.cancel = &leg.cancel;
+  c.also_cancel = &t->client_gone;
+  c.deadline = t->received + kRequestTimeout;
+  c.max_body_bytes = kCellAnswerLimits.max_bytes;
+  // A killed cell refuses at once and a hung one still completes the handshake (the kernel
+  // does it), so only a full listen backlog makes a connect slow: the dropped SYN is sent
+  // again after 1 s and 3 s. 3.5 s lets a burst of thousands of new streams through.
+  c.connect_timeout = std::chrono::milliseconds(3500);
+  if (t->q.stream) c.on_body = [this, t, l = &leg](std::string_view piece) { return on_body(*t, *l, piece); };
+  c.on_done = [this, t, l = &leg](UpstreamResult r) { after_attempt(t, *l, std::move(r)); };
+  loop->submit(std::move(c));
 }
 
-Outcome RouterService::Impl::route(Task& t, const ProxyRequest& q) {
-  Attempts a;
-  a.snap = start_snapshot(q);
-  for (int attempt = 0; attempt < options.max_attempts; ++attempt) {
-    if (t.client_gone.load()) break;
-    std::shared_ptr<Cell> cell = wait_for_cell(q.route, a.excluded, t);
-    if (!cell) break;
-    if (attempt > 0) {
-      if (a.sse_started) {
-        migrations.inc();
-        ++a.moves;
-      } else {
-        retries.inc();
-      }
-    }
-    t.cancel.store(t.client_gone.load());
-    CellWork work(cell, q.route.priority, q.route.cost_tokens, &t.cancel);
-    std::optional<Outcome> o = q.stream ? try_stream(t, q, *cell, a) : try_whole(t, q, *cell, a);
-    if (o) return std::move(*o);
-    if (t.client_gone.load()) break;
-    if (a.sse_started && (!resumable(q, a.snap) || a.moves >= options.max_migrations)) break;
+bool RouterService::Impl::on_body(Task& t, Leg& leg, std::string_view piece) {
+  Status s = leg.sse.feed(piece, [this, &t, &leg](const client::SseEvent& e) { return on_event(t, leg, e); });
+  if (!s.ok()) {
+    leg.sse_error = s.message();
+    return false;
   }
+  return !leg.sse.stopped();
+}
+
+bool RouterService::Impl::on_event(Task& t, Leg& leg, const client::SseEvent& e) {
+  if (t.ended || t.client_gone.load()) return false;
+  if (e.data == "[DONE]") {  // the router sends its own when every leg is done
+    leg.done = true;
+    return true;
+  }
+  std::optional<std::string> out = rewrite_chunk(e.data, t.q, t.snap, leg.choice);
+  if (!t.snap.invalid.empty()) return false;  // the cell failed: stop reading it
+  if (!out) return true;
+  if (!t.sse_started) {
+    if (!t.writer.start_sse()) return false;
+    t.sse_started = true;
+    ttft.observe(std::chrono::duration<double>(Clock::now() - t.received).count());
+  }
+  return t.writer.send_event(*out);
+}
+
+void RouterService::Impl::after_attempt(const std::shared_ptr<Task>& t, Leg& leg, UpstreamResult r) {
+  leg.work.reset();
+  if (t->ended) return;  // another leg ended the request
+  std::optional<Outcome> o = t->q.stream ? stream_result(*t, leg, r) : whole_result(*t, leg, r);
+  leg.cell.reset();
+  if (o) {
+    if (o->whole || o->silent || std::string_view(o->label) != "ok") return end(t, std::move(*o));
+    return leg_finished(t);
+  }
+  if (t->client_gone.load()) return end(t, Outcome::cancelled());
+  if (!t->sse_started) return next(t, leg);  // nothing went out: the same request elsewhere
+  if (!resumable(t->q, t->snap) || leg.moves >= options.max_migrations) return end(t, give_up(*t, leg));
+  if (leg.choice < 0 && choice_count(t->q) > 1) return split(t, leg);
+  next(t, leg);
+}
+
+// The whole request's cell failed after its first byte: each unfinished choice goes on
+// alone, on the cells this request has not seen fail.
+void RouterService::Impl::split(const std::shared_ptr<Task>& t, Leg& whole) {
+  std::vector<Leg*> legs;
+  for (int64_t i = 0; i < choice_count(t->q); ++i) {
+    if (t->snap.choice(i).finished) continue;
+    Leg& leg = add_leg(*t, i);
+    leg.excluded = whole.excluded;
+    leg.moves = whole.moves;
+    leg.last_error = whole.last_error;
+    legs.push_back(&leg);
+  }
+  for (Leg* leg : legs) next(t, *leg);
+  leg_finished(t);  // the whole request's leg
+}
+
+void RouterService::Impl::leg_finished(const std::shared_ptr<Task>& t) {
+  if (--t->live_legs > 0 || t->ended) return;
+  std::vector<std::string> last;
+  if (std::optional<std::string> usage = usage_chunk(t->q, t->snap)) last.push_back(std::move(*usage));
+  if (!t->sse_started) t->sse_started = t->writer.start_sse();  // a stream of [DONE] alone
+  end(t, Outcome::stream_end(std::move(last), "ok"));
+}
+
+void RouterService::Impl::cell_failed(Leg& leg, std::string why) {
+  leg.last_error = cat(leg.cell->url(), ": ", why);
+  leg.excluded.insert(leg.cell->url());
+}
+
+void RouterService::Impl::bad_answer(Leg& leg, const std::string& why) {
+  invalid_answers.inc();
+  leg.cell->note_invalid_answer();
+  cell_failed(leg, why);
+}
+
+std::optional<Outcome> RouterService::Impl::whole_result(Task& t, Leg& leg, UpstreamResult& r) {
+  // All or nothing: the client sees no byte until the whole answer, so any failure is
+  // a plain retry, and the same seed gives the same answer elsewhere.
   if (t.client_gone.load()) return Outcome::cancelled();
-  if (a.sse_started) {
-    json err = {{"error", {{"message", cat("the stream could not be continued: ", a.last_error)},
+  if (!r.error.ok()) {
+    cell_failed(leg, r.error.message());
+    return std::nullopt;
+  }
+  if (retryable_status(r.status)) {
+    cell_failed(leg, cat("answered ", r.status));
+    return std::nullopt;
+  }
+  if (Status valid = check_cell_answer(r.status, r.body); !valid.ok()) {
+    bad_answer(leg, cat("answered ", valid.message()));
+    return std::nullopt;
+  }
+  const int status = r.status;
+  return Outcome::reply(relay(std::move(r)), status < 400 ? "ok" : "client_error");
+}
+
+std::optional<Outcome> RouterService::Impl::stream_result(Task& t, Leg& leg, UpstreamResult& r) {
+  StreamSnapshot& snap = t.snap;
+  if (t.client_gone.load()) return Outcome::cancelled();
+  if (!snap.invalid.empty()) {
+    bad_answer(leg, cat("sent ", snap.invalid));
+    snap.invalid.clear();
+  } else if (!r.error.ok() || !leg.sse_error.empty()) {
+    cell_failed(leg, r.error.ok() ? leg.sse_error : r.error.message());
+  } else if (r.status >= 200 && r.status < 300) {
+    if (snap.error_event) return Outcome::stream_end({}, "failed");
+    if (leg.done) return Outcome::stream_end({}, "ok");
+    cell_failed(leg, "the stream ended before [DONE]");
+  } else if (retryable_status(r.status)) {
+    cell_failed(leg, cat("answered ", r.status));
+  } else if (Status valid = check_cell_answer(r.status, r.body); !valid.ok()) {
+    bad_answer(leg, cat("answered ", valid.message()));
+  } else if (!t.sse_started) {
+    // The cell refused the request itself (400, 401, 404, 429...): that is the client's answer.
+    return Outcome::reply(relay(std::move(r)), "client_error");
+  } else {
+    return Outcome::stream_end({std::move(r.body)}, "client_error");
+  }
+  // The cell failed: refused, broke, hung (declared dead: cancelled), busy, draining or
+  // sent what no cell sends. Between the last finish and [DONE] nothing is missing but the
+  // usage chunk, which the router makes (leg_finished).
+  const bool finished = leg.choice >= 0 ? snap.choice(leg.choice).finished
+                                        : snap.all_finished(static_cast<size_t>(choice_count(t.q)));
+  if (finished && t.sse_started) return Outcome::stream_end({}, "ok");
+  return std::nullopt;
+}
+
+Outcome RouterService::Impl::give_up(Task& t, const Leg& leg) {
+  if (t.client_gone.load()) return Outcome::cancelled();
+  if (t.sse_started) {
+    json err = {{"error", {{"message", cat("the stream could not be continued: ", leg.last_error)},
                            {"type", "server_error"}, {"param", nullptr}, {"code", "cell_failed"}}}};
     return Outcome::stream_end({http::json_text(err)}, "failed");
   }
-  HttpResponse out = error(503, cat("no cell could serve this request: ", a.last_error), "no_cell");
+  HttpResponse out = error(503, cat("no cell could serve this request: ", leg.last_error), "no_cell");
   http::set_retry_after(out, std::chrono::seconds(1));
   return Outcome::reply(std::move(out), "failed");
 }
 
-void RouterService::Impl::cell_failed(Cell& cell, Attempts& a, std::string why) {
-  a.last_error = cat(cell.url(), ": ", why);
-  a.excluded.insert(cell.url());
-}
-
-std::optional<Outcome> RouterService::Impl::try_whole(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a) {
-  // All or nothing: the client sees no byte until the whole answer, so any failure is
-  // a plain retry, and the same seed gives the same answer elsewhere.
-  Result<client::Response> r = cell.client().request("POST", t.path, resume_body(q, a.snap), t.headers, &t.cancel);
-  if (t.client_gone.load()) return Outcome::cancelled();
-  if (!r.ok()) {
-    cell_failed(cell, a, r.message());
-    return std::nullopt;
-  }
-  if (retryable_status(r->status)) {
-    cell_failed(cell, a, cat("answered ", r->status));
-    return std::nullopt;
-  }
-  if (Status valid = check_cell_answer(r->status, r->body); !valid.ok()) {
-    invalid_answers.inc();
-    cell.note_invalid_answer();
-    cell_failed(cell, a, cat("answered ", valid.message()));
-    return std::nullopt;
-  }
-  const int status = r->status;
-  return Outcome::reply(relay(std::move(*r)), status < 400 ? "ok" : "client_error");
-}
-
-std::optional<Outcome> RouterService::Impl::try_stream(Task& t, const ProxyRequest& q, Cell& cell, Attempts& a) {
-  StreamSnapshot& snap = a.snap;
-  auto on_event = [&](const client::SseEvent& e) -> bool {
-    if (t.client_gone.load()) return false;
-    std::optional<std::string> out = rewrite_chunk(e.data, q, snap);
-    if (!snap.invalid.empty()) return false;  // the cell failed: stop reading it
-    if (!out) return true;
-    if (!a.sse_started) {
-      if (!t.writer.start_sse()) return false;
-      a.sse_started = true;
-      ttft.observe(std::chrono::duration<double>(Clock::now() - t.received).count());
+void RouterService::Impl::end(const std::shared_ptr<Task>& t, Outcome o) {
+  if (t->ended) return;
+  t->ended = true;
+  for (const auto& leg : t->legs) leg->cancel.store(true);  // the other legs' calls stop
+  // The one place a proxied request's response ends.
+  if (!o.silent) {
+    if (o.whole) {
+      t->writer.send(std::move(*o.whole));
+    } else {
+      for (const std::string& e : o.events) t->writer.send_event(e);
+      t->writer.end();
     }
-    return t.writer.send_event(*out);
-  };
-  Result<client::Response> r =
-      cell.client().stream_events("POST", t.path, resume_body(q, snap), on_event, t.headers, &t.cancel);
-  if (t.client_gone.load()) return Outcome::cancelled();
-  if (!snap.invalid.empty()) {
-    invalid_answers.inc();
-    cell.note_invalid_answer();
-    cell_failed(cell, a, cat("sent ", snap.invalid));
-    snap.invalid.clear();
-  } else if (!r.ok()) {
-    cell_failed(cell, a, r.message());
-  } else if (r->status >= 200 && r->status < 300) {
-    if (snap.done || snap.upstream_error) {
-      if (!a.sse_started) a.sse_started = t.writer.start_sse();  // a stream of [DONE] alone
-      return Outcome::stream_end({}, snap.upstream_error ? "failed" : "ok");
-    }
-    cell_failed(cell, a, "the stream ended before [DONE]");
-  } else if (retryable_status(r->status)) {
-    cell_failed(cell, a, cat("answered ", r->status));
-  } else if (Status valid = check_cell_answer(r->status, r->body); !valid.ok()) {
-    invalid_answers.inc();
-    cell.note_invalid_answer();
-    cell_failed(cell, a, cat("answered ", valid.message()));
-  } else if (!a.sse_started) {
-    // The cell refused the request itself (400, 401, 404, 429...): that is the client's answer.
-    return Outcome::reply(relay(std::move(*r)), "client_error");
-  } else {
-    return Outcome::stream_end({std::move(r->body)}, "client_error");
   }
-  // The cell failed: refused, broke, hung (declared dead: cancelled), busy, draining or
-  // sent what no cell sends.
-  if (snap.finished) return Outcome::stream_end({}, "ok");  // between the last token and [DONE]: nothing is missing
-  return std::nullopt;
+  requests.with({endpoint_label(t->endpoint), o.label}).inc();
+  in_flight_gauge.dec();
+  std::shared_ptr<Task> waiting;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    running.erase(t);
+    if (!stopping && !queue.empty()) {
+      waiting = std::move(queue.front());
+      queue.pop_front();
+      running.insert(waiting);
+    }
+  }
+  in_flight.fetch_sub(1);
+  if (waiting) begin(waiting);
 }
 
 std::optional<HttpResponse> RouterService::Impl::admin_refusal(const HttpRequest& r) const {
@@ -413,12 +530,7 @@ RouterService::~RouterService() { stop(); }
 Status RouterService::start() {
   TH_ASSIGN_OR_RETURN(impl_->policy, make_routing_policy(impl_->options.policy, PolicyOptions{}));
   if (impl_->options.workers < 1) return Status::error("workers must be at least 1");
-  for (int i = 0; i < impl_->options.workers; ++i) {
-    impl_->workers.emplace_back([impl = impl_.get()] {
-      pthread_setname_np(pthread_self(), "th-proxy");
-      impl->work();
-    });
-  }
+  TH_ASSIGN_OR_RETURN(impl_->loop, UpstreamLoop::create());
   return ok_status();
 }
 
@@ -525,18 +637,14 @@ void RouterService::drain() { impl_->draining.store(true); }
 void RouterService::stop() {
   {
     std::lock_guard<std::mutex> l(impl_->mu);
-    if (impl_->stopping && impl_->workers.empty()) return;
     impl_->stopping = true;
-    for (const auto& t : impl_->running) {
-      t->client_gone.store(true);
-      t->cancel.store(true);
-    }
+    for (const auto& t : impl_->running) t->client_gone.store(true);
     for (const auto& t : impl_->queue) t->writer.send(error(503, "the router is shutting down", "draining"));
     impl_->queue.clear();
   }
-  impl_->cv.notify_all();
-  for (std::thread& w : impl_->workers) w.join();
-  impl_->workers.clear();
+  // Every exchange in flight ends (cancelled) and its request with it; requests waiting on
+  // a timer are dropped with it, and their writers end their responses.
+  if (impl_->loop) impl_->loop->stop();
 }
 
 int64_t RouterService::in_flight() const { return impl_->in_flight.load(); }

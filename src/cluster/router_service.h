@@ -2,7 +2,8 @@
 // cell, in front of a CellPool. Each generation request is proxied to the
 // cell a RoutingPolicy picks, and kept alive across cell failures.
 //
-// A request's life (one proxy worker thread per request in flight):
+// A request's life (no thread of its own: every step runs on the upstream loop's
+// thread, upstream_loop.h, as callbacks on its sockets and timers):
 //   1. Parse just what routing needs (stream, n, prompt, priority, seed,
 //      max_tokens); give it a seed if the client did not (so that any cell
 //      draws the same tokens), and ask the cell for token ids.
@@ -49,7 +50,9 @@ struct RouterServiceOptions {
   std::string policy = "prefix";  // "prefix" (affinity, falling back to load) or "load"
   int max_migrations = 3;         // moves of one request to another cell after a failure
   int max_attempts = 8;           // cells tried for one request, all causes together
-  int workers = 256;              // requests proxied at once; more wait in a queue
+  // Requests proxied at once; more wait in a queue. Each costs a socket to its cell and a few
+  // KiB (no thread), so the cap is the HTTP server's connection cap, not the CPU count.
+  int workers = 10000;
   int64_t max_queue = 4096;       // ... of at most this many (then 503)
   // How long a request with no eligible cell waits for one to come back before its 503.
   std::chrono::milliseconds wait_for_cell{2000};
@@ -79,13 +82,13 @@ class RouterService {
   RouterService(const RouterService&) = delete;
   RouterService& operator=(const RouterService&) = delete;
 
-  /// @brief Checks the options (an unknown policy is an error) and starts the workers.
+  /// @brief Checks the options (an unknown policy is an error) and starts the upstream loop.
   Status start();
   /// @brief Registers every route on `server` (before it starts).
   void add_routes(http::HttpServer& server);
   /// @brief New requests get 503; requests in flight go on.
   void drain();
-  /// @brief Cancels whatever is in flight and joins the workers.
+  /// @brief Cancels whatever is in flight and joins the upstream loop.
   void stop();
   int64_t in_flight() const;
   /// @brief Called from the pool's heartbeat threads when a cell dies (metrics).

@@ -83,10 +83,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto& c : j["choices"])
         if (c.is_object() && (c.contains("token_ids") || c.contains("prompt_token_ids"))) die("ids the client did not ask for");
     if (j.contains("id") && !snap.id.is_null() && j["id"] != snap.id) die("id not kept");
-    if (snap.text_bytes < 0) die("negative text bytes");
+    for (const auto& [index, c] : snap.choices)
+      if (c.text_bytes < 0) die("negative text bytes");
   }
   const nlohmann::ordered_json again = nlohmann::ordered_json::parse(th::cluster::resume_body(*q, snap), nullptr, false);
   if (!again.is_object() || again["seed"] != q->body["seed"]) die("resume body lost the request");
-  if (!snap.prompt_ids.empty() && !again.contains("continuation")) die("resume body without the continuation");
+  if (th::cluster::choice_count(*q) == 1 && !snap.choice(0).prompt_ids.empty() && !again.contains("continuation"))
+    die("resume body without the continuation");
+  for (const auto& [index, c] : snap.choices) {
+    if (index < 0 || index >= th::cluster::choice_count(*q)) continue;
+    const nlohmann::ordered_json one =
+        nlohmann::ordered_json::parse(th::cluster::choice_resume_body(*q, snap, index), nullptr, false);
+    if (!one.is_object() || (th::cluster::choice_count(*q) > 1 && one["n"] != 1)) die("a choice's body is not one choice");
+  }
+  if (std::optional<std::string> usage = th::cluster::usage_chunk(*q, snap))
+    if (!nlohmann::ordered_json::parse(*usage, nullptr, false).is_object()) die("usage chunk not JSON");
   return 0;
 }

@@ -241,5 +241,47 @@ TEST(FailoverClient, RouterKilledMidStreamGoesOnThroughTheNextRouterTokenIdentic
   EXPECT_EQ(ps.endpoints[1].tries, 3u);
 }
 
+// A router that stops sending mid-stream (SIGSTOP: its connections stay open, nothing comes)
+// is left after the client's stream_idle_timeout, not its request_timeout (30 s here): the
+// stream goes on through the other router, token-identical.
+TEST(FailoverClient, RouterStoppedMidStreamIsLeftAfterTheIdleTimeout) {
+  ServeProcess cell(cell_args());
+  ASSERT_TRUE(cell.ok()) << cell.log();
+  const std::vector<std::string> router_args = {"--cell", cell.url()};
+  ServeProcess hung("router", router_args, 30), live("router", router_args, 30);
+  ASSERT_TRUE(hung.ok()) << hung.log();
+  ASSERT_TRUE(live.ok()) << live.log();
+  json body = kGreedy;
+  body["max_tokens"] = 120;
+  const Streamed clean = clean_run(live.url(), "/v1/completions", body);
+  ASSERT_EQ(clean.ids.size(), 120u) << clean.error;
+
+  client::FailoverOptions o;
+  o.http.request_timeout = std::chrono::milliseconds(30'000);
+  o.stream_idle_timeout = std::chrono::milliseconds(300);
+  auto c = client::FailoverClient::create(hung.url() + "," + live.url(), o);
+  ASSERT_TRUE(c.ok()) << c.message();
+  Streamed moved;
+  bool stopped = false;
+  const auto start = std::chrono::steady_clock::now();
+  Result<client::Response> r = (*c)->stream_events("POST", "/v1/completions", body.dump(), [&](const client::SseEvent& e) {
+    const bool ok = take_chunk(e.data, moved);
+    if (!stopped && moved.ids.size() >= 20) {
+      ::kill(hung.pid(), SIGSTOP);
+      stopped = true;
+    }
+    return ok;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::kill(hung.pid(), SIGCONT);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_TRUE(stopped);
+  EXPECT_TRUE(moved.done) << moved.error;
+  EXPECT_EQ(moved.ids, clean.ids);
+  EXPECT_EQ(moved.text, clean.text);
+  EXPECT_EQ((*c)->stats().resumes, 1u);
+  EXPECT_LT(seconds, 5.0);  // the idle timeout (0.3 s) and the rest, not the 30 s request timeout
+}
+
 }  // namespace
 }  // namespace th

@@ -516,7 +516,7 @@ TEST(RouterHardening, ADeepBodyIsA400AndTheRouterKeepsServing) {
 // A cell that answers heartbeats well and requests badly, in this process.
 class FakeCell {
  public:
-  enum class Mode { kDeepChunk, kStatus999, kNotJson, kRateLimited };
+  enum class Mode { kDeepChunk, kStatus999, kNotJson, kRateLimited, kDiesAfterFinish };
   explicit FakeCell(Mode mode) : mode_(mode) {
     http::HttpServerOptions o;
     o.host = "127.0.0.1";
@@ -552,6 +552,15 @@ class FakeCell {
         return;
       }
       case Mode::kNotJson: w.send(http::text_response(200, "<html>not a cell</html>", "text/html")); return;
+      case Mode::kDiesAfterFinish: {  // both choices' last tokens, then the stream ends: no usage, no [DONE]
+        w.start_sse();
+        for (int i = 0; i < 2; ++i)
+          w.send_event(json{{"id", "cmpl-f"}, {"object", "text_completion"}, {"created", 7}, {"model", "fake"},
+                            {"choices", {{{"index", i}, {"text", "Hi"}, {"token_ids", {5, 6}}, {"prompt_token_ids", {1, 2, 3}},
+                                          {"finish_reason", "length"}}}}, {"usage", nullptr}}.dump());
+        w.end();
+        return;
+      }
       case Mode::kRateLimited: {
         http::HttpResponse r = http::error_response(429, "rate limit: 1 request a minute for this key");
         r.set_header("Retry-After", "7");
@@ -621,6 +630,160 @@ TEST(RouterHardening, ACellThatAnswersBadlyFailsAndTheRequestEndsOnARealCell) {
     for (const json& c : cells["cells"]) EXPECT_EQ(c["invalid_answers"], c["url"] == fake.url() ? 3 : 0) << c.dump();
     EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();
   }
+}
+
+// --- #22: streams of several choices move choice by choice -----------------------------
+
+// What one stream gave, per choice index.
+struct Choices {
+  std::map<int, std::string> text, finish;
+  std::map<int, std::vector<int32_t>> ids;
+  std::map<int, std::vector<int64_t>> offsets;  // logprobs.text_offset
+  std::map<int, size_t> logprobs;               // logprobs.tokens entries
+  std::map<int, int> roles;
+  json usage;
+  int done = 0;
+  std::string error;
+};
+
+Choices stream_choices(client::HttpClient& c, const std::string& path, const json& body, std::atomic<int64_t>* tokens = nullptr) {
+  Choices o;
+  Result<client::Response> r = c.stream_events("POST", path, body.dump(), [&](const client::SseEvent& e) {
+    if (e.data == "[DONE]") {
+      ++o.done;
+      return true;
+    }
+    json j = json::parse(e.data, nullptr, false);
+    if (!j.is_object() || j.contains("error")) {
+      o.error = e.data;
+      return true;
+    }
+    if (j.contains("usage") && !j["usage"].is_null()) o.usage = j["usage"];
+    for (const json& ch : j["choices"]) {
+      const int i = ch["index"];
+      o.text[i] += ch.contains("delta") ? ch["delta"].value("content", "") : ch.value("text", "");
+      if (ch.contains("delta") && ch["delta"].contains("role")) ++o.roles[i];
+      for (const json& id : ch.value("token_ids", json::array())) o.ids[i].push_back(id.get<int32_t>());
+      if (tokens) tokens->fetch_add(static_cast<int64_t>(ch.value("token_ids", json::array()).size()));
+      if (ch.contains("logprobs") && ch["logprobs"].is_object()) {
+        o.logprobs[i] += ch["logprobs"]["tokens"].size();
+        for (const json& t : ch["logprobs"]["text_offset"]) o.offsets[i].push_back(t.get<int64_t>());
+      }
+      if (!ch["finish_reason"].is_null()) o.finish[i] = ch["finish_reason"];
+    }
+    return true;
+  });
+  if (!r.ok()) o.error = r.message();
+  else if (r->status != 200) o.error = r->body;
+  return o;
+}
+
+// Two prompts, two choices each, seeded: the cell serving them killed mid-stream; each choice
+// goes on alone on the other cell, token-identical, with its logprobs (no gap: every token's
+// went out with the token) and text offsets, and the router's usage chunk is the cell's.
+TEST(RouterMigration, SeveralChoicesMoveOneByOneWhenTheirCellDies) {
+  ServeProcess a(cell_args()), b(cell_args());
+  ASSERT_TRUE(a.ok()) << a.log();
+  ASSERT_TRUE(b.ok()) << b.log();
+  ServeProcess router("router", {"--cell", a.url(), "--cell", b.url()}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto rc = client_for(router.url());
+  ASSERT_TRUE(wait_state(*rc, a.url(), "alive")) << router.log();
+  ASSERT_TRUE(wait_state(*rc, b.url(), "alive")) << router.log();
+  const json body = {{"prompt", {"Once upon a time", "The little dog"}}, {"n", 2}, {"max_tokens", 300},
+                     {"ignore_eos", true}, {"temperature", 0.9}, {"seed", 21}, {"stream", true},
+                     {"return_token_ids", true}, {"logprobs", 1}, {"stream_options", {{"include_usage", true}}}};
+  Choices clean = stream_choices(*rc, "/v1/completions", body);
+  ASSERT_TRUE(clean.error.empty()) << clean.error;
+  ASSERT_EQ(clean.ids.size(), 4u);
+  ASSERT_TRUE(clean.usage.is_object());
+
+  std::atomic<int64_t> tokens{0};
+  Choices moved;
+  std::thread run([&] { moved = stream_choices(*rc, "/v1/completions", body, &tokens); });
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
+  while (tokens.load() < 4 * 20 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string killed;
+  const json cells = get_json(*rc, "/admin/cells");
+  for (ServeProcess* cell : {&a, &b})
+    for (const json& c : cells["cells"])
+      if (c["url"] == cell->url() && c["requests_in_flight"].get<int64_t>() > 0 && killed.empty()) {
+        ::kill(cell->pid(), SIGKILL);
+        killed = cell->url();
+      }
+  run.join();
+  ASSERT_FALSE(killed.empty());
+  EXPECT_TRUE(moved.error.empty()) << moved.error << "\n" << router.log();
+  EXPECT_EQ(moved.done, 1);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(moved.ids[i], clean.ids[i]);
+    EXPECT_EQ(moved.text[i], clean.text[i]);
+    EXPECT_EQ(moved.finish[i], "length");
+    EXPECT_EQ(moved.logprobs[i], moved.ids[i].size());
+    EXPECT_EQ(moved.offsets[i], clean.offsets[i]);
+  }
+  EXPECT_EQ(moved.usage["prompt_tokens"], clean.usage["prompt_tokens"]);
+  EXPECT_EQ(moved.usage["completion_tokens"], clean.usage["completion_tokens"]);
+  EXPECT_EQ(moved.usage["total_tokens"], clean.usage["total_tokens"]);
+  EXPECT_EQ(metric_value(*rc, "tokenhive_router_migrations_total"), 4.0) << router.log();  // one per choice
+}
+
+// Chat with n = 3: the role chunk once per choice across the move.
+TEST(RouterMigration, ChatChoicesMoveAndKeepOneRoleChunkEach) {
+  ServeProcess a(cell_args()), b(cell_args());
+  ASSERT_TRUE(a.ok()) << a.log();
+  ASSERT_TRUE(b.ok()) << b.log();
+  ServeProcess router("router", {"--cell", a.url(), "--cell", b.url()}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto rc = client_for(router.url());
+  ASSERT_TRUE(wait_state(*rc, a.url(), "alive")) << router.log();
+  ASSERT_TRUE(wait_state(*rc, b.url(), "alive")) << router.log();
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Tell me about a cat"}}}}, {"n", 3}, {"max_tokens", 300},
+                     {"ignore_eos", true}, {"temperature", 0.9}, {"seed", 5}, {"stream", true}, {"return_token_ids", true}};
+  Choices clean = stream_choices(*rc, "/v1/chat/completions", body);
+  ASSERT_TRUE(clean.error.empty()) << clean.error;
+  std::atomic<int64_t> tokens{0};
+  Choices moved;
+  std::thread run([&] { moved = stream_choices(*rc, "/v1/chat/completions", body, &tokens); });
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
+  while (tokens.load() < 3 * 20 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  bool killed = false;
+  const json cells = get_json(*rc, "/admin/cells");
+  for (ServeProcess* cell : {&a, &b})
+    for (const json& c : cells["cells"])
+      if (c["url"] == cell->url() && c["requests_in_flight"].get<int64_t>() > 0 && !killed) {
+        ::kill(cell->pid(), SIGKILL);
+        killed = true;
+      }
+  run.join();
+  ASSERT_TRUE(killed);
+  EXPECT_TRUE(moved.error.empty()) << moved.error << "\n" << router.log();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(moved.ids[i], clean.ids[i]) << i;
+    EXPECT_EQ(moved.text[i], clean.text[i]) << i;
+    EXPECT_EQ(moved.roles[i], 1) << i;
+  }
+  EXPECT_EQ(metric_value(*rc, "tokenhive_router_migrations_total"), 3.0) << router.log();
+}
+
+// A cell that dies after every choice's finish and before its usage chunk and [DONE]: the
+// router makes the usage chunk from what it saw, then [DONE].
+TEST(RouterMigration, TheUsageChunkIsRebuiltWhenTheCellDiesAfterTheFinish) {
+  FakeCell fake(FakeCell::Mode::kDiesAfterFinish);
+  ASSERT_TRUE(fake.ok());
+  ServeProcess router("router", {"--cell", fake.url()}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  auto rc = client_for(router.url());
+  ASSERT_TRUE(wait_state(*rc, fake.url(), "alive")) << router.log();
+  const json body = {{"prompt", "x"}, {"n", 2}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  Choices o = stream_choices(*rc, "/v1/completions", body);
+  EXPECT_TRUE(o.error.empty()) << o.error;
+  EXPECT_EQ(o.done, 1);
+  EXPECT_EQ(o.text[0], "Hi");
+  EXPECT_EQ(o.text[1], "Hi");
+  EXPECT_EQ(o.usage, json::parse(R"({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7})")) << router.log();
+  EXPECT_EQ(fake.hits(), 1);
 }
 
 TEST(RouterHardening, ACellsRateLimitReachesTheClientWithItsRetryAfter) {

@@ -54,9 +54,9 @@ TEST(StreamResume, ChunksAreTrackedStrippedAndKeepTheFirstId) {
   ASSERT_TRUE(out);
   EXPECT_EQ(parse(*out)["id"], "cmpl-a");  // a resumed stream keeps the first endpoint's id and time
   EXPECT_EQ(parse(*out)["created"], 100);
-  EXPECT_EQ(p.prompt_ids, (std::vector<int32_t>{1, 5}));
-  EXPECT_EQ(p.generated, (std::vector<int32_t>{9, 11, 12}));
-  EXPECT_EQ(p.text_bytes, 4 + 6);  // bytes, not characters
+  EXPECT_EQ(p.choice(0).prompt_ids, (std::vector<int32_t>{1, 5}));
+  EXPECT_EQ(p.choice(0).generated, (std::vector<int32_t>{9, 11, 12}));
+  EXPECT_EQ(p.choice(0).text_bytes, 4 + 6);  // bytes, not characters
   EXPECT_EQ(p.events, 2);
   EXPECT_TRUE(can_resume(q, p));
 
@@ -78,7 +78,7 @@ TEST(StreamResume, ChatDropsARepeatedRoleChunkAndCountsContentBytes) {
   EXPECT_EQ(resume_body(q, p), q.body);  // no ids yet: the request starts over
   EXPECT_FALSE(rewrite_event(R"({"id":"d","choices":[{"index":0,"delta":{"role":"assistant"}}]})", q, p));
   EXPECT_TRUE(rewrite_event(R"({"id":"d","choices":[{"index":0,"delta":{"content":"ab"},"token_ids":[3],"prompt_token_ids":[1]}]})", q, p));
-  EXPECT_EQ(p.text_bytes, 2);
+  EXPECT_EQ(p.choice(0).text_bytes, 2);
 }
 
 TEST(StreamResume, WhatStopsAStreamFromMoving) {

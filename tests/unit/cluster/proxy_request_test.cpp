@@ -74,8 +74,9 @@ TEST(ProxyRequest, OneStreamedChoiceIsMovableAndAsksForIds) {
   EXPECT_TRUE(q.movable);
   EXPECT_FALSE(q.wants_ids);
   EXPECT_EQ(q.body["return_token_ids"], true);
-  EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"n":2})").movable);
-  EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":["a","b"],"stream":true})").movable);
+  // Several choices move too, one by one after the first byte (SeveralChoicesAreTrackedAndMovedOneByOne).
+  EXPECT_TRUE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"n":2})").movable);
+  EXPECT_TRUE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":["a","b"],"stream":true})").movable);
   EXPECT_TRUE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":[1,2,3],"stream":true})").movable);
   EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"echo":true})").movable);
   EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x"})").movable);
@@ -122,10 +123,10 @@ TEST(ProxyRequest, ChunksAreRecordedStrippedAndKeepTheFirstId) {
   json g = json::parse(*second);
   EXPECT_EQ(g["id"], "cmpl-a");
   EXPECT_EQ(g["created"], 5);
-  EXPECT_EQ(s.prompt_ids, (std::vector<int32_t>{1, 2}));
-  EXPECT_EQ(s.generated, (std::vector<int32_t>{7, 8, 9}));
-  EXPECT_EQ(s.text_bytes, 8);
-  EXPECT_TRUE(s.finished);
+  EXPECT_EQ(s.choice(0).prompt_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(s.choice(0).generated, (std::vector<int32_t>{7, 8, 9}));
+  EXPECT_EQ(s.choice(0).text_bytes, 8);
+  EXPECT_TRUE(s.choice(0).finished);
   EXPECT_FALSE(rewrite_chunk("[DONE]", q, s));
   EXPECT_TRUE(s.done);
   EXPECT_FALSE(rewrite_chunk("not json", q, s));
@@ -143,7 +144,7 @@ TEST(ProxyRequest, ChatRoleGoesOutOnceAndContentCounts) {
   EXPECT_TRUE(rewrite_chunk(R"({"id":"a","choices":[{"delta":{"role":"assistant","content":""}}]})", q, s));
   EXPECT_FALSE(rewrite_chunk(R"({"id":"b","choices":[{"delta":{"role":"assistant","content":""}}]})", q, s));
   EXPECT_TRUE(rewrite_chunk(R"({"id":"b","choices":[{"delta":{"content":"héllo"},"token_ids":[4]}]})", q, s));
-  EXPECT_EQ(s.text_bytes, 6);
+  EXPECT_EQ(s.choice(0).text_bytes, 6);
 }
 
 TEST(ProxyRequest, BrokenIdsOrAnErrorEventMakeAStreamUnmovable) {
@@ -159,9 +160,10 @@ TEST(ProxyRequest, BrokenIdsOrAnErrorEventMakeAStreamUnmovable) {
   }
   StreamSnapshot e = s;
   EXPECT_TRUE(rewrite_chunk(R"({"error":{"message":"boom"}})", q, e));
-  EXPECT_TRUE(e.upstream_error);
+  EXPECT_TRUE(e.error_event);
   EXPECT_FALSE(resumable(q, e));
-  EXPECT_FALSE(resumable(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"n":2})"), StreamSnapshot{}));
+  EXPECT_FALSE(resumable(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"echo":true})"), StreamSnapshot{}));
+  EXPECT_TRUE(resumable(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"x","stream":true,"n":2})"), StreamSnapshot{}));
 }
 
 TEST(ProxyRequest, ResumeBodyIsTheRequestPlusTheContinuation) {
@@ -199,8 +201,75 @@ TEST(ProxyRequest, AContinuationMovesAgainWithWhatItCarried) {
                           R"({"prompt":"x","stream":true,"continuation":[1]})"}) {
     ProxyRequest b = inspect(ProxyEndpoint::kCompletions, bad);
     EXPECT_FALSE(b.movable) << bad;
-    EXPECT_TRUE(start_snapshot(b).prompt_ids.empty()) << bad;
+    EXPECT_TRUE(start_snapshot(b).choice(0).prompt_ids.empty()) << bad;
   }
+}
+
+// n > 1 and several prompts: each choice is tracked by its index, and moved alone as a
+// request of one choice (its prompt, its seed) whose chunks come back under its index.
+TEST(ProxyRequest, SeveralChoicesAreTrackedAndMovedOneByOne) {
+  ProxyRequest q = inspect(ProxyEndpoint::kCompletions,
+                           R"({"prompt":["a","b"],"n":2,"stream":true,"seed":10,"stream_options":{"include_usage":true}})");
+  ASSERT_TRUE(q.movable);
+  EXPECT_EQ(choice_count(q), 4);
+  EXPECT_TRUE(q.include_usage);
+  StreamSnapshot s;
+  rewrite_chunk(R"({"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"x","token_ids":[5],"prompt_token_ids":[1]},{"index":3,"text":"yz","token_ids":[6,7],"prompt_token_ids":[2,2]}]})", q, s);
+  rewrite_chunk(R"({"id":"c","choices":[{"index":1,"text":"w","token_ids":[8],"prompt_token_ids":[1],"finish_reason":"stop"}]})", q, s);
+  EXPECT_EQ(s.choice(3).generated, (std::vector<int32_t>{6, 7}));
+  EXPECT_EQ(s.choice(3).text_bytes, 2);
+  EXPECT_TRUE(s.choice(1).finished);
+  EXPECT_FALSE(s.all_finished(4));
+
+  // Choice 3 is prompt 1's second draw: prompt "b", n 1, seed 10 + 1, its continuation.
+  json three = json::parse(choice_resume_body(q, s, 3));
+  EXPECT_EQ(three["prompt"], "b");
+  EXPECT_EQ(three["n"], 1);
+  EXPECT_EQ(three["seed"], 11);
+  EXPECT_EQ(three["continuation"], json::parse(R"({"prompt_token_ids":[2,2],"token_ids":[6,7],"text_bytes":2})"));
+  json two = json::parse(choice_resume_body(q, s, 2));  // nothing of it came: it starts over
+  EXPECT_EQ(two["prompt"], "b");
+  EXPECT_EQ(two["seed"], 10);
+  EXPECT_FALSE(two.contains("continuation"));
+
+  // Its own stream's chunks come back as choice 3; its usage chunk is not passed on.
+  std::optional<std::string> moved =
+      rewrite_chunk(R"({"id":"d","choices":[{"index":0,"text":"!","token_ids":[9],"finish_reason":"length"}],"usage":null})", q, s, 3);
+  ASSERT_TRUE(moved);
+  json m = json::parse(*moved);
+  EXPECT_EQ(m["choices"][0]["index"], 3);
+  EXPECT_EQ(m["id"], "c");
+  EXPECT_EQ(s.choice(3).generated, (std::vector<int32_t>{6, 7, 9}));
+  EXPECT_FALSE(rewrite_chunk(R"({"id":"d","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}})", q, s, 3));
+  EXPECT_FALSE(s.usage_sent);
+
+  // The router's usage: prompt tokens once per prompt, every choice's tokens.
+  json u = json::parse(*usage_chunk(q, s));
+  EXPECT_EQ(u["id"], "c");
+  EXPECT_EQ(u["model"], "m");
+  EXPECT_EQ(u["choices"], json::array());
+  EXPECT_EQ(u["usage"], json::parse(R"({"prompt_tokens":3,"completion_tokens":5,"total_tokens":8})"));
+  rewrite_chunk(R"({"id":"c","choices":[],"usage":{"prompt_tokens":3}})", q, s);
+  EXPECT_FALSE(usage_chunk(q, s));  // the cell's went out
+  EXPECT_FALSE(usage_chunk(inspect(ProxyEndpoint::kCompletions, R"({"prompt":"a","stream":true})"), StreamSnapshot{}));
+}
+
+// A chat request with n > 1 moves per choice too; a continuation is of one choice only.
+TEST(ProxyRequest, ChatChoicesMoveAloneAndAContinuationNeedsOneChoice) {
+  ProxyRequest q = inspect(ProxyEndpoint::kChat, R"({"messages":[{"role":"user","content":"hi"}],"n":3,"stream":true,"seed":4})");
+  ASSERT_TRUE(q.movable);
+  StreamSnapshot s;
+  rewrite_chunk(R"({"id":"c","choices":[{"index":2,"delta":{"role":"assistant","content":""}}]})", q, s);
+  rewrite_chunk(R"({"id":"c","choices":[{"index":2,"delta":{"content":"ok"},"token_ids":[3],"prompt_token_ids":[1,2]}]})", q, s);
+  json b = json::parse(choice_resume_body(q, s, 2));
+  EXPECT_EQ(b["n"], 1);
+  EXPECT_EQ(b["seed"], 6);
+  EXPECT_EQ(b["messages"], json::parse(q.body["messages"].dump()));
+  EXPECT_EQ(b["continuation"]["token_ids"], json::array({3}));
+  // The moved choice's cell sends its role chunk again: dropped.
+  EXPECT_FALSE(rewrite_chunk(R"({"id":"e","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})", q, s, 2));
+  EXPECT_FALSE(inspect(ProxyEndpoint::kCompletions,
+                       R"({"prompt":"x","n":2,"stream":true,"continuation":{"prompt_token_ids":[1]}})").movable);
 }
 
 }  // namespace

@@ -161,9 +161,10 @@ def main(d):
         for name, url, s in other:
             before = [f for f in faults if f[0] <= s and (f[2] == url or f[1] in ("router-kill", "etcd-restart"))]
             why[f"{before[-1][1]}" if before and s - before[-1][0] < 10 else "no fault on it"] += 1
-        p(f"other deaths declared: {len(other)} (" + ", ".join(f"{k} {v}" for k, v in why.most_common())
-          + "; cell-restart: a draining cell's lease revoked, the router stops its heartbeats first; "
-            "slow-net: heartbeats over 150 ms)")
+        # By the last fault on that cell (or of the whole cluster) within 10 s before: a slow
+        # link's heartbeats over the routers' 150 ms timeout, say.
+        p(f"other deaths declared: {len(other)} (by the fault before them: "
+          + ", ".join(f"{k} {v}" for k, v in why.most_common()) + ")")
 
     # What a fault added: the longest gap between tokens of requests in flight at a fault.
     hit, calm = [], []

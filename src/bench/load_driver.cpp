@@ -213,6 +213,8 @@ Result<LoadResult> run_load(const Workload& workload, const Sender& send, const 
   TH_ASSIGN_OR_RETURN(ArrivalProcess arrivals, ArrivalProcess::create(o.request_rate, o.burstiness, o.seed));
 
   const double start = monotonic_s();
+  const double start_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const double deadline = o.duration_s > 0 ? start + o.duration_s : std::numeric_limits<double>::infinity();
   LoadRun run(send, o, start);
   ProgressThread progress(run, o, o.num_prompts > 0 ? o.num_prompts : -1);
@@ -236,6 +238,7 @@ Result<LoadResult> run_load(const Workload& workload, const Sender& send, const 
 
   LoadResult result;
   result.duration_s = end - start;
+  result.start_unix_s = start_unix;
   result.max_in_flight = run.max_in_flight();
   if (o.on_progress) o.on_progress(progress.measure(true));
   result.records = run.take_records();

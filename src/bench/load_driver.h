@@ -43,6 +43,7 @@ struct LoadOptions {
 struct LoadResult {
   std::vector<RequestRecord> records;  // by index; times in seconds since the run started
   double duration_s = 0;               // from the start to the last request's end
+  double start_unix_s = 0;             // the start on the system clock: records' times + this = Unix time
   int64_t max_in_flight = 0;
 };
 

@@ -50,6 +50,11 @@ bool is_chat_endpoint(const std::string& endpoint) {
   return endpoint.size() >= tail.size() && endpoint.compare(endpoint.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+std::string_view sampling_of(const OpenAiTarget& t, int64_t index) {
+  if (t.sampling == "mixed") return index % 2 == 0 ? "greedy" : "seeded";
+  return t.sampling;
+}
+
 std::string openai_request_body(const BenchRequest& r, const OpenAiTarget& t) {
   json body = json::object();
   if (!t.model.empty()) body["model"] = t.model;
@@ -64,6 +69,13 @@ std::string openai_request_body(const BenchRequest& r, const OpenAiTarget& t) {
   if (t.send_priority) body["priority"] = priority_value(r.priority);
   if (!t.compute_types.empty())
     body["compute_type"] = t.compute_types[static_cast<size_t>(r.index) % t.compute_types.size()];
+  const std::string_view sampling = sampling_of(t, r.index);
+  if (sampling == "greedy") body["temperature"] = 0;
+  if (sampling == "seeded") {
+    body["temperature"] = 1.0;
+    // 31 bits: every server's seed field takes it.
+    body["seed"] = static_cast<int64_t>((t.sampling_seed + static_cast<uint64_t>(r.index)) & 0x7fffffffu);
+  }
   return body.dump();
 }
 
@@ -89,7 +101,17 @@ RequestRecord run_openai_stream(const StreamFn& stream, const BenchRequest& r, c
       error = "the server sent an error: " + one_line(m && m->is_string() ? m->get<std::string>() : e->dump());
       return false;
     }
-    if (!chunk_text(j).empty()) {
+    // We never cancel (we read to the end), so a choice that ends "cancelled" was cut by the
+    // server (a cell's engine stopped under it): not a completed request, whatever follows.
+    if (const json* choices = member(j, "choices"); choices && choices->is_array() && !choices->empty()) {
+      const json* why = member((*choices)[0], "finish_reason");
+      if (why && why->is_string() && why->get_ref<const std::string&>() == "cancelled") {
+        error = "the server ended the stream with finish_reason \"cancelled\" (the bench cancels nothing)";
+        return false;
+      }
+    }
+    if (const std::string_view text = chunk_text(j); !text.empty()) {
+      if (t.keep_text) rec.text += text;
       if (chunks++ == 0) rec.first_token_s = now;
       rec.token_times_s.push_back(now);
     }

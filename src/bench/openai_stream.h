@@ -3,6 +3,7 @@
 // is a StreamFn, so the HTTP client plugs in with one lambda and tests script the events.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -23,13 +24,23 @@ struct OpenAiTarget {
   std::string model;                         // empty: not sent (the server's one model)
   bool send_priority = false;                // add `priority` (-1, 0, 1) to the body
   std::vector<std::string> compute_types;    // non-empty: request i sends compute_type [i % size]
+  // "" (the server's default sampling), "greedy" (temperature 0), "seeded" (temperature 1 and
+  // seed sampling_seed + index), "mixed" (even indices greedy, odd seeded): outputs that a
+  // second run of the same workload must reproduce token for token (scripts/soak.sh).
+  std::string sampling;
+  uint64_t sampling_seed = 0;
+  bool keep_text = false;  // RequestRecord::text gets the generated text
 };
+
+/// @brief "greedy" or "seeded": what `sampling` makes of request `index`; "" when nothing is set.
+std::string_view sampling_of(const OpenAiTarget& target, int64_t index);
 
 /// @brief Whether the endpoint takes chat messages rather than a prompt.
 bool is_chat_endpoint(const std::string& endpoint);
 
 /// @brief {"model", "prompt" (or "messages"), "max_tokens", "stream": true,
-/// "stream_options": {"include_usage": true}, "ignore_eos", "priority"}.
+/// "stream_options": {"include_usage": true}, "ignore_eos", "priority", and with `sampling`
+/// "temperature" (and "seed")}.
 std::string openai_request_body(const BenchRequest& request, const OpenAiTarget& target);
 
 /// @brief Sends the request and reads its stream: content chunks (completions' choices[0].text,

@@ -35,6 +35,7 @@ struct RequestRecord {
   int64_t output_tokens = 0;        // the server's usage.completion_tokens when given, else content chunks
   int64_t prompt_tokens = 0;        // the server's usage.prompt_tokens when given, else the workload's hint
   std::string priority = "normal";
+  std::string text;                 // the generated text, when the target keeps it (OpenAiTarget::keep_text)
 };
 
 /// @brief Sends one request and waits for its end. Called from many threads at once.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,8 @@ struct ServeBenchOptions {
   int64_t max_concurrency = 0;
   std::vector<std::string> goodput, compare;
   std::string json_path, html_path;
+  std::string sampling;      // OpenAiTarget::sampling
+  std::string outputs_path;  // one JSON line per request: what it got, for comparing two runs
   bool no_progress = false;
 };
 
@@ -57,7 +60,8 @@ struct ServeBenchOptions {
 // goes on through another (client/failover_client.h): what a client of a replicated
 // service sees, so failures are then the ones no endpoint could hide.
 // `failover`, when the list has several URLs, gets the client (for its counters after the run).
-Result<StreamFn> make_http_stream(const std::string& url, std::shared_ptr<client::FailoverClient>* failover) {
+Result<StreamFn> make_http_stream(const std::string& url, int64_t max_concurrency,
+                                  std::shared_ptr<client::FailoverClient>* failover) {
   client::HttpClientOptions o;
   o.retry.max_attempts = 1;
   o.max_idle_connections = 1024;
@@ -73,6 +77,10 @@ Result<StreamFn> make_http_stream(const std::string& url, std::shared_ptr<client
   if (url.find(',') != std::string::npos) {
     client::FailoverOptions f;
     f.http = o;
+    // An endpoint that dies takes every request in flight through it, and each may go once
+    // to another (Envoy sizes its retry budget by active requests the same way); the
+    // default burst of 10 would fail the rest of a crowd that only moved (scripts/soak.sh).
+    f.budget.capacity = std::max<double>(f.budget.capacity, static_cast<double>(max_concurrency));
     TH_ASSIGN_OR_RETURN(std::unique_ptr<client::FailoverClient> made, client::FailoverClient::create(url, f));
     std::shared_ptr<client::FailoverClient> http = std::move(made);
     *failover = http;
@@ -127,6 +135,37 @@ std::string utc_now() {
   return buf;
 }
 
+// The longest wait between two content chunks, or from the send to the first: what a failure
+// that the stream lived through added.
+double max_gap_s(const bench::RequestRecord& r) {
+  double gap = 0, last = r.send_s;
+  for (double t : r.token_times_s) {
+    gap = std::max(gap, t - last);
+    last = t;
+  }
+  return gap;
+}
+
+// --outputs: one line per request, by index: its outcome, times on the system clock (to match
+// with servers' logs and a fault schedule) and its text (to compare with another run's).
+std::string outputs_jsonl(const bench::LoadResult& result, const bench::OpenAiTarget& target) {
+  std::string out;
+  for (const bench::RequestRecord& r : result.records) {
+    nlohmann::json line = {{"index", r.index},
+                           {"ok", r.ok},
+                           {"error", r.error},
+                           {"priority", r.priority},
+                           {"sampling", bench::sampling_of(target, r.index)},
+                           {"send_unix_s", result.start_unix_s + r.send_s},
+                           {"end_unix_s", result.start_unix_s + r.end_s},
+                           {"output_tokens", r.output_tokens},
+                           {"max_gap_s", max_gap_s(r)},
+                           {"text", r.text}};
+    out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  return out;
+}
+
 int run_compare(const ServeBenchOptions& o) {
   Result<nlohmann::json> a = bench::read_stats_json(o.compare[0]);
   if (!a.ok()) return fail(a.message());
@@ -176,12 +215,15 @@ int run_bench_serve(ServeBenchOptions o) {
                            {"started_at", utc_now()}};
 
   std::shared_ptr<client::FailoverClient> failover;
-  Result<StreamFn> stream = make_http_stream(o.url, &failover);
+  Result<StreamFn> stream = make_http_stream(o.url, o.max_concurrency, &failover);
   if (!stream.ok()) return fail(stream.message());
   bench::OpenAiTarget target;
   target.endpoint = o.endpoint;
   target.model = o.model;
   target.send_priority = o.workload.priorities.given;
+  target.sampling = o.sampling;
+  target.sampling_seed = o.workload.seed;
+  target.keep_text = !o.outputs_path.empty();
   for (size_t at = 0; !o.compute_types.empty() && at <= o.compute_types.size();) {
     const size_t comma = std::min(o.compute_types.find(',', at), o.compute_types.size());
     target.compute_types.push_back(o.compute_types.substr(at, comma - at));  // the server validates each
@@ -224,6 +266,10 @@ int run_bench_serve(ServeBenchOptions o) {
     Status st = write_file(o.json_path, bench::stats_json(stats, config).dump(2) + "\n");
     if (!st.ok()) return fail(st.message());
   }
+  if (!o.outputs_path.empty()) {
+    Status st = write_file(o.outputs_path, outputs_jsonl(*result, target));
+    if (!st.ok()) return fail(st.message());
+  }
   if (!o.html_path.empty()) {
     Status st = write_file(o.html_path, bench::html_report(result->records, stats, config, "tokenhive bench serve: " + title));
     if (!st.ok()) return fail(st.message());
@@ -260,6 +306,12 @@ BenchSubcommand add_bench_serve(CLI::App& bench) {
   app->add_option("--priority-mix", o.priority_mix, "e.g. high=0.1,normal=0.8,low=0.1 (sends `priority`)");
   app->add_option("--compute-types", o.compute_types,
                   "e.g. fp32,bf16,fp16,fp8: request i sends compute_type number i % 4 (tokenhive's field)");
+  app->add_option("--sampling", o.sampling,
+                  "greedy (temperature 0), seeded (temperature 1, seed --seed + request index) or mixed (even requests "
+                  "greedy, odd seeded): outputs a second run reproduces (default: the server's sampling)")
+      ->check(CLI::IsMember({"greedy", "seeded", "mixed"}));
+  app->add_option("--outputs", o.outputs_path,
+                  "write each request's outcome, times (Unix seconds) and generated text as JSON lines");
   app->add_option("--goodput", o.goodput, "targets in ms: ttft:MS tpot:MS e2el:MS")->expected(1, 3);
   app->add_flag("--ignore-eos,!--no-ignore-eos", o.workload.ignore_eos,
                 "ask the server to generate exactly max_tokens (default on)");

@@ -476,11 +476,15 @@ int run_serve(int argc, char** argv) {
   if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
   if (Status s = run_warmup(f.warmup, **engine, *L.tok); !s.ok()) return fail(s.message());
   if (Status s = report_rank_memory(**model, comm, metrics); !s.ok()) return fail(s.message());
-  api.attach(**engine, *L.tok, *L.chat, embedding_pooling(f.pooling, *L.file));
-  announce_ready(f, *path, ec->kv.primary_blocks, (*engine)->max_model_len());
-
+  // Registered before it takes work (routers see a cell that is not ready as draining): a
+  // registration that fails (etcd unreachable) ends the process with no request in flight.
+  // After attach, that exit stopped the engine under the requests it had, and each of their
+  // streams ended as if complete (finish_reason "cancelled", then [DONE]): the soak
+  // (scripts/soak.sh) counted such truncated outputs as successes.
   Result<std::unique_ptr<cluster::CellMembership>> membership = join_cluster(f, http.port());
   if (!membership.ok()) return fail(membership.message());
+  api.attach(**engine, *L.tok, *L.chat, embedding_pooling(f.pooling, *L.file));
+  announce_ready(f, *path, ec->kv.primary_blocks, (*engine)->max_model_len());
 
   const int sig = signal->wait();
   // Leave first: routers send nothing new, and the streams they have here finish.

@@ -99,7 +99,7 @@ FailoverStats FailoverClient::stats() const {
   return s;
 }
 
-int FailoverClient::next_endpoint(Call& call, std::string* why) {
+int FailoverClient::next_endpoint(Call& call, std::string* why, bool resume) {
   if (call.tries > 0) {
     if (call.tries >= options_.max_attempts) {
       *why = tries_text(call.tries);
@@ -113,7 +113,7 @@ int FailoverClient::next_endpoint(Call& call, std::string* why) {
       *why = cat("no answer within the request timeout (", options_.http.request_timeout.count(), " ms)");
       return -1;
     }
-    if (!budget_.try_spend(Clock::now())) {
+    if (!resume && !budget_.try_spend(Clock::now())) {
       budget_exhausted_.fetch_add(1, std::memory_order_relaxed);
       *why = tries_text(call.tries) + ", then the retry budget was empty";
       return -1;
@@ -240,7 +240,7 @@ Result<Response> FailoverClient::stream_events(std::string method, std::string p
   std::optional<Response> last_answer;
   std::string why;
   int resumes = 0;
-  for (int e; (e = next_endpoint(call, &why)) >= 0;) {
+  for (int e; (e = next_endpoint(call, &why, p.events > 0)) >= 0;) {
     ++call.tries;
     tries_.fetch_add(1, std::memory_order_relaxed);
     const size_t i = static_cast<size_t>(e);

@@ -18,6 +18,11 @@
 // endpoints (retry_policy.h), so a crowd of failing calls adds at most
 // ~ratio of load whatever the number of endpoints. Each endpoint's own
 // HttpClient makes one try per call (its stale-connection redo aside).
+// A stream's resume after it broke midway is not paid from the budget: it
+// is not new load but the rest of a stream already admitted (its endpoint's
+// work is gone), and max_resumes bounds it per stream; a router's death
+// breaks every stream through it at once, more than the default burst of
+// 10 (the soak, scripts/soak.sh, had ~100 in flight at a router's kill).
 // A 429 is tried on the next endpoint without resting this one; any other
 // status is the caller's answer. A stream that cannot move (n > 1, several
 // prompts, an error event) ends with the error once it gave the caller data.
@@ -108,7 +113,8 @@ class FailoverClient {
 
   // The endpoint for the call's next try (waiting for one to end its rest when all rest); -1 when
   // the call must end (deadline, cancel, tries or budget): `why` says which.
-  int next_endpoint(Call& call, std::string* why);
+  // A `resume` try (a stream broken midway) spends no budget token.
+  int next_endpoint(Call& call, std::string* why, bool resume = false);
   void record(int e, bool ok);
   Status give_up(const Call& call, std::string_view path, const std::string& why) const;
 

@@ -71,9 +71,13 @@ TEST(LoadDriver, EndToEndCountsAreConsistent) {
     std::lock_guard lock(mu);
     progress.push_back(p);
   };
+  const double before_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   Result<LoadResult> res = run_load(*w, fake.fn(), o);
   ASSERT_TRUE(res.ok()) << res.message();
   ASSERT_EQ(res->records.size(), 60u);
+  EXPECT_GE(res->start_unix_s, before_unix);  // the start on the system clock (--outputs' times)
+  EXPECT_LE(res->start_unix_s, before_unix + res->duration_s + 1);
   EXPECT_EQ(fake.calls, 60);
   int64_t tokens = 0;
   for (size_t i = 0; i < res->records.size(); ++i) {

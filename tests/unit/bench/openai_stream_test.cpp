@@ -90,6 +90,59 @@ TEST(OpenAiStream, ComputeTypesRotateByRequestIndex) {
   }
 }
 
+// --sampling: greedy is temperature 0, seeded a temperature and a seed of its own per request
+// (the base plus the index), mixed alternates; none set, neither field (the server's default).
+TEST(OpenAiStream, SamplingMakesReproducibleRequests) {
+  OpenAiTarget t;
+  BenchRequest r = request();
+  const json none = json::parse(openai_request_body(r, t));
+  EXPECT_FALSE(none.contains("temperature"));
+  EXPECT_FALSE(none.contains("seed"));
+  t.sampling = "greedy";
+  const json g = json::parse(openai_request_body(r, t));
+  EXPECT_EQ(g["temperature"], 0);
+  EXPECT_FALSE(g.contains("seed"));
+  t.sampling = "seeded";
+  t.sampling_seed = 100;
+  const json s = json::parse(openai_request_body(r, t));
+  EXPECT_EQ(s["temperature"], 1.0);
+  EXPECT_EQ(s["seed"], 103);
+  t.sampling_seed = 0xffffffffull;  // the seed stays within 31 bits
+  EXPECT_EQ(json::parse(openai_request_body(r, t))["seed"], (0xffffffffull + 3) & 0x7fffffff);
+  t.sampling = "mixed";
+  for (int64_t i : {0, 1, 2, 5}) {
+    r.index = i;
+    const json m = json::parse(openai_request_body(r, t));
+    EXPECT_EQ(sampling_of(t, i), i % 2 == 0 ? "greedy" : "seeded");
+    EXPECT_EQ(m.contains("seed"), i % 2 == 1) << i;
+    EXPECT_EQ(m["temperature"], i % 2 == 0 ? 0.0 : 1.0) << i;
+  }
+}
+
+// keep_text: the record holds the text of every content chunk, in order (what --outputs writes).
+TEST(OpenAiStream, KeepsTheGeneratedTextWhenAsked) {
+  FakeServer s;
+  s.steps = {{0, text_chunk("Once")}, {0, text_chunk(" upon")}, {0, text_chunk(" a time")}, {0, "[DONE]"}};
+  OpenAiTarget t;
+  EXPECT_EQ(run_openai_stream(s.fn(), request(), t).text, "");
+  t.keep_text = true;
+  const RequestRecord r = run_openai_stream(s.fn(), request(), t);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.text, "Once upon a time");
+}
+
+// A stream the server ends with finish_reason "cancelled" (a cell stopping under it) is cut
+// short, not complete, even with [DONE] after it: a failed record.
+TEST(OpenAiStream, AStreamTheServerCancelledFails) {
+  FakeServer s;
+  s.steps = {{0, text_chunk("Once")},
+             {0, json({{"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", "cancelled"}}}}}).dump()},
+             {0, "[DONE]"}};
+  const RequestRecord r = run_openai_stream(s.fn(), request(), OpenAiTarget{});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("finish_reason \"cancelled\""), std::string::npos) << r.error;
+}
+
 TEST(OpenAiStream, TimesFirstTokenAndEachChunkAndReadsUsage) {
   FakeServer s;
   s.steps = {{60, text_chunk("Once")},

@@ -140,6 +140,34 @@ TEST(FailoverClient, AStreamBrokenMidwayGoesOnThroughTheNextEndpointWithItsConti
   EXPECT_EQ((*c)->stats().resumes, 1u);
 }
 
+// A router's death breaks every stream through it at once (the soak: ~100 in flight against a
+// budget of 10): a stream broken midway goes on through another endpoint even with the retry
+// budget empty, since a resume is not new load (max_resumes bounds it per stream).
+TEST(FailoverClient, AStreamBrokenMidwayResumesWithTheRetryBudgetEmpty) {
+  OneShotServer a(sse_answer({R"({"id":"cmpl-1","created":5,"choices":[{"index":0,"text":" Once","prompt_token_ids":[1,7],"token_ids":[40],"finish_reason":null}]})"},
+                             false));
+  OneShotServer b(sse_answer({R"({"id":"cmpl-2","created":9,"choices":[{"index":0,"text":" upon","token_ids":[41],"finish_reason":"length"}]})",
+                              "[DONE]"},
+                             true));
+  FailoverOptions o;
+  o.seed = 3;
+  o.budget = {/*ratio=*/0.0, /*min_per_second=*/0.0, /*capacity=*/0.0};
+  auto c = FailoverClient::create(a.url() + "," + b.url(), o);
+  ASSERT_TRUE(c.ok()) << c.message();
+  std::vector<std::string> got;
+  Result<Response> r = (*c)->stream_events("POST", "/v1/completions", R"({"prompt":"Once","max_tokens":2,"stream":true})",
+                                           [&](const SseEvent& e) {
+                                             got.push_back(e.data);
+                                             return true;
+                                           });
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2], "[DONE]");
+  const FailoverStats s = (*c)->stats();
+  EXPECT_EQ(s.resumes, 1u);
+  EXPECT_EQ(s.budget_exhausted, 0u);
+}
+
 TEST(FailoverClient, EndpointLists) {
   Result<std::vector<std::string>> ok = parse_endpoint_list("http://a:1, http://b:2/v1 ,http://[::1]:3");
   ASSERT_TRUE(ok.ok()) << ok.message();

@@ -50,5 +50,5 @@ for name in ("static", "slo"):
           f"{med(lambda j: j['ttft_ms']['p99']):.0f} ms, goodput {med(lambda j: j['goodput_per_s']):.3f}/s, "
           f"output {med(lambda j: j['output_tokens_per_s']):.1f} tok/s")
 EOF
-grep -h "max sequences\|KV cache" "$out"/*.log | head -2
+grep -h "max sequences\|KV cache" "$out"/*.log | head -2 || true
 curl -s http://127.0.0.1:18352/metrics | grep -E "^tokenhive_(step_cost|slo_|batch_window)" || true

@@ -46,6 +46,7 @@ struct ServeBenchOptions {
   double burstiness = 1.0;
   int64_t max_concurrency = 0;
   std::vector<std::string> goodput, compare;
+  std::string tpot_slo_ms, ttft_slo_ms;  // the same targets as serve's flags: goodput's tpot and ttft
   std::string json_path, html_path;
   std::string sampling;      // OpenAiTarget::sampling
   std::string outputs_path;  // one JSON line per request: what it got, for comparing two runs
@@ -186,6 +187,9 @@ int run_bench_serve(ServeBenchOptions o) {
     if (!mix.ok()) return fail(mix.message());
     o.workload.priorities = *mix;
   }
+  // serve's flag names for goodput's targets, so one pair of values goes to both.
+  if (!o.tpot_slo_ms.empty()) o.goodput.push_back("tpot:" + o.tpot_slo_ms);
+  if (!o.ttft_slo_ms.empty()) o.goodput.push_back("ttft:" + o.ttft_slo_ms);
   Result<bench::GoodputTargets> goodput = bench::parse_goodput(o.goodput);
   if (!goodput.ok()) return fail(goodput.message());
   Result<std::unique_ptr<bench::Workload>> workload = bench::make_workload(o.workload);
@@ -313,6 +317,8 @@ BenchSubcommand add_bench_serve(CLI::App& bench) {
   app->add_option("--outputs", o.outputs_path,
                   "write each request's outcome, times (Unix seconds) and generated text as JSON lines");
   app->add_option("--goodput", o.goodput, "targets in ms: ttft:MS tpot:MS e2el:MS")->expected(1, 3);
+  app->add_option("--tpot-slo-ms", o.tpot_slo_ms, "goodput's TPOT target (as --goodput tpot:MS; serve's flag name)");
+  app->add_option("--ttft-slo-ms", o.ttft_slo_ms, "goodput's TTFT target (as --goodput ttft:MS)");
   app->add_flag("--ignore-eos,!--no-ignore-eos", o.workload.ignore_eos,
                 "ask the server to generate exactly max_tokens (default on)");
   app->add_option("--json", o.json_path, "write the result as JSON");

@@ -71,7 +71,7 @@ struct ServeFlags {
   std::string served_name;
   http::HttpServerOptions http;
   int threads = 0;
-  int64_t max_num_seqs = 64;
+  int64_t max_num_seqs = 0;  // 0: derived from memory (kv/kv_sizing.h, printed at start)
   int64_t max_num_batched_tokens = 512;
   int64_t block_size = 16;
   int64_t kv_cache_mib = 0;  // 0: derived from the memory left (kv/kv_sizing.h)
@@ -97,6 +97,8 @@ struct ServeFlags {
   std::string chat_template;  // a Jinja file, or "chatml"; empty: the model's own
   std::string pooling;        // embeddings: mean | last; empty: the model's metadata, else mean
   int tensor_parallel = 1;
+  std::string tpot_slo, ttft_slo;  // ms, or per class "high=..,normal=.."; empty: none
+  double batch_window_ms = 0;
 };
 
 // Thousands of open connections need thousands of descriptors: raise the soft limit to the
@@ -126,7 +128,18 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
   app.add_option("--port", f.http.port, "port; 0: an ephemeral one (printed)")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("--http-threads", f.http.threads, "HTTP event-loop threads")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("-t,--threads", f.threads, "compute threads; 0: one per physical core")->check(CLI::Range(0, 4096));
-  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences running at once")->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
+  app.add_option("--max-num-seqs", f.max_num_seqs,
+                 "sequences running at once; 0: KV memory / one sequence's KV x 0.7, at most 256 and "
+                 "--max-num-batched-tokens (printed at start)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 16))->capture_default_str();
+  app.add_option("--tpot-slo-ms", f.tpot_slo,
+                 "time-per-output-token target: MS, or per class (high=40,normal=80,low=200); each step is sized "
+                 "by the learned step cost to keep running streams within it (default: none, static steps)");
+  app.add_option("--ttft-slo-ms", f.ttft_slo, "time-to-first-token target, same form; counted in /metrics per class");
+  app.add_option("--batch-window-ms", f.batch_window_ms,
+                 "an idle engine may hold arrivals up to this long (adapted below it to the step's fixed cost) so "
+                 "prompts arriving together share a pass; 0: off (measured not to pay: BENCHMARKS.md)")
+      ->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per forward pass (prompt chunks + decodes)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--block-size", f.block_size, "KV cache block size (positions)")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
@@ -246,23 +259,38 @@ Result<EngineConfig> engine_config(const ServeFlags& f, const ModelConfig& mc, c
   EngineConfig ec;
   ec.kv.block_size = f.block_size;
   ec.kv.type = kv_type;
+  const int64_t len = f.max_model_len > 0 ? f.max_model_len : mc.n_ctx_train > 0 ? mc.n_ctx_train : 2048;
+  int64_t avail_bytes = 0;
+  if (f.kv_cache_mib == 0 || f.max_num_seqs == 0) {
+    Result<int64_t> avail = available_memory_bytes();
+    if (!avail.ok()) return Status::error(avail.message() + " (give --kv-cache-mib and --max-num-seqs)");
+    avail_bytes = *avail;
+  }
+  ec.max_seqs = f.max_num_seqs;
+  if (ec.max_seqs == 0) {
+    // 256: past that a CPU step is compute-bound anyway; the token budget bounds it too.
+    const SeqSizing seqs = auto_max_seqs(block_bytes / f.block_size, len,
+                                         f.kv_cache_mib > 0 ? f.kv_cache_mib << 20 : avail_bytes / 2,
+                                         std::min<int64_t>(256, f.max_num_batched_tokens));
+    ec.max_seqs = seqs.max_seqs;
+    std::fprintf(stderr, "tokenhive serve: %s\n", seqs.why.c_str());
+  }
   if (f.kv_cache_mib > 0) {
     ec.kv.primary_blocks = (f.kv_cache_mib << 20) / block_bytes;
   } else {
-    Result<int64_t> avail = available_memory_bytes();
-    if (!avail.ok()) return Status::error(avail.message() + " (give --kv-cache-mib)");
-    const int64_t len = f.max_model_len > 0 ? f.max_model_len : mc.n_ctx_train > 0 ? mc.n_ctx_train : 2048;
-    const KvSizing kv = auto_kv_blocks(block_bytes, f.block_size, f.max_num_seqs, len, *avail);
+    const KvSizing kv = auto_kv_blocks(block_bytes, f.block_size, ec.max_seqs, len, avail_bytes);
     ec.kv.primary_blocks = kv.blocks;
     std::fprintf(stderr, "tokenhive serve: %s\n", kv.why.c_str());
   }
   ec.kv.host_blocks = (f.host_kv_mib << 20) / block_bytes;
   ec.token_budget = f.max_num_batched_tokens;
-  ec.max_seqs = f.max_num_seqs;
   ec.max_model_len = f.max_model_len;
   ec.end_of_generation = end_of_generation_ids(tok);
   if (ec.kv.primary_blocks < 1)
     return Status::error(cat("--kv-cache-mib ", f.kv_cache_mib, " holds no KV block of ", block_bytes, " bytes"));
+  TH_ASSIGN_OR_RETURN(ec.slo.tpot, parse_slo_targets(f.tpot_slo, "--tpot-slo-ms"));
+  TH_ASSIGN_OR_RETURN(ec.slo.ttft, parse_slo_targets(f.ttft_slo, "--ttft-slo-ms"));
+  ec.slo.batch_window_cap = f.batch_window_ms / 1000.0;
   return ec;
 }
 
@@ -322,7 +350,7 @@ bool settle_flags(ServeFlags& f) {
   f.http.idle_timeout = ms(f.idle_timeout);
   f.http.cors_origins = http::parse_cors_origins(f.cors_origins);
   raise_fd_limit();
-  if (f.max_num_batched_tokens < f.max_num_seqs) {
+  if (f.max_num_seqs > 0 && f.max_num_batched_tokens < f.max_num_seqs) {
     std::fprintf(stderr, "tokenhive serve: --max-num-batched-tokens (%lld) must be at least --max-num-seqs (%lld)\n",
                  static_cast<long long>(f.max_num_batched_tokens), static_cast<long long>(f.max_num_seqs));
     return false;
@@ -468,6 +496,7 @@ int run_serve(int argc, char** argv) {
   const ComputeType default_type = parse_compute_type(f.default_compute_type).value_or(ComputeType::Native);
   Result<EngineConfig> ec = engine_config(f, (*model)->config(), *L.tok);
   if (!ec.ok()) return fail(ec.message());
+  f.max_num_seqs = ec->max_seqs;
   ec->default_compute_type = default_type;
   if (!(*model)->has_compute_type(default_type))
     return fail("--default-compute-type " + f.default_compute_type + ": " + (*model)->unavailable_reason(default_type));

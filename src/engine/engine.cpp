@@ -111,6 +111,11 @@ void Engine::take_submissions() {
     auto s = std::make_unique<Sequence>(r.id, std::move(r.request), std::move(r.channel), r.submitted, max_gen,
                                         kv_->block_size());
     s->metrics.n_prompt = n_prompt;
+    if (last_arrival_) {  // the batch window's rate estimate: a moving average over ~10 arrivals
+      const double gap = std::max(0.0, seconds(r.submitted - *last_arrival_));
+      arrival_gap_ = arrival_gap_ > 0 ? 0.9 * arrival_gap_ + 0.1 * gap : gap;
+    }
+    last_arrival_ = std::max(last_arrival_.value_or(r.submitted), r.submitted);
     kv_->add(static_cast<SeqId>(r.id));
     seqs_.emplace(r.id, std::move(s));
   }
@@ -228,6 +233,7 @@ Status Engine::run_batch(const Decision& d) {
   std::vector<std::pair<uint64_t, int64_t>> hidden_rows;  // (sequence, position) of each hidden state asked for
   std::vector<float> sampled_logits, part_hidden;
   hidden_.clear();
+  last_features_ = {};
   int64_t computed = 0;
   for (ComputeType type : types) {
     ForwardBatch fb;
@@ -243,6 +249,8 @@ Status Engine::run_batch(const Decision& d) {
         s.metrics.prefix_hit_tokens = from;
       }
       if (s.state != SeqState::Decoding) s.state = SeqState::Prefilling;
+      (s.state == SeqState::Decoding ? last_features_.decode_tokens : last_features_.prefill_tokens) += to - from;
+      last_features_.kv_read += (to - from) * (from + to + 1) / 2;  // position p attends to p + 1 positions
       const auto i = static_cast<int32_t>(fb.tables.size());
       fb.tables.push_back(kv_->table(e.seq));
       const Pooling pool = s.request.pooling;
@@ -372,6 +380,7 @@ void Engine::finish(Sequence& s, FinishReason why, TokenEvent last, std::string 
   s.metrics.n_generated = s.n_generated();
   s.metrics.e2e_seconds = seconds(Clock::now() - s.submitted);
   s.channel->finish(std::move(last), s.metrics);
+  if (why == FinishReason::Stop || why == FinishReason::Length) count_slo(s);
   ++counters_.finished;
   if (why == FinishReason::Cancelled) ++counters_.cancelled;
   seqs_.erase(id);
@@ -391,9 +400,18 @@ Status Engine::step_impl() {
   reap_cancelled_and_expired(Clock::now());
   Status status;
   if (!seqs_.empty()) {
-    const Decision d = scheduler_->schedule(scheduler_state());
+    const Clock::time_point began = Clock::now();
+    SchedulerState st = scheduler_state();
+    size_step_for_slo(st);
+    const Decision d = scheduler_->schedule(st);
     for (const Decision::Preemption& p : d.preempt) apply_preemption(p);
-    if (!d.run.empty()) status = run_batch(d);
+    if (!d.run.empty()) {
+      status = run_batch(d);
+      // The step's cost, scheduling to emitted tokens: what a running stream waits per token.
+      const double took = seconds(Clock::now() - began);
+      if (status.ok()) cost_.observe(last_features_, took);
+      counters_.slo.last_step_seconds = took;
+    }
     else if (d.preempt.empty())
       status = Status::errorf("engine: no sequence can make progress (", seqs_.size(), " live, ",
                               kv_->available_blocks(), " blocks available)");
@@ -408,6 +426,8 @@ Status Engine::step_impl() {
 
 void Engine::publish_stats() {
   EngineStats st = counters_;
+  st.slo.cost = cost_.coefficients();
+  st.slo.cost_samples = cost_.samples();
   for (const auto& [id, s] : seqs_) {
     switch (s->state) {
       case SeqState::Prefilling:
@@ -455,6 +475,7 @@ void Engine::thread_main() {
   while (!stop_requested_.load()) {
     signal_->wait([&] { return stop_requested_.load() || queue_.size() > 0 || !seqs_.empty(); });
     if (stop_requested_.load()) break;
+    hold_for_batch_window();
     // Nothing may escape the engine thread: an exception fails the live requests instead.
     try {
       if (Status s = step_impl(); !s.ok()) std::fprintf(stderr, "tokenhive engine: %s\n", s.message().c_str());

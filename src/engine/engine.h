@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,8 @@
 #include "engine/request_queue.h"
 #include "engine/request_stream.h"
 #include "engine/scheduler.h"
+#include "engine/slo_policy.h"
+#include "engine/step_cost_model.h"
 #include "engine/sequence.h"
 #include "kv/kv_cache_manager.h"
 #include "model/llama_model.h"
@@ -44,6 +47,7 @@ struct EngineConfig {
   std::vector<int32_t> end_of_generation;      // stop tokens unless ignore_eos; the caller takes them from its vocab
   bool check_invariants = false;               // recount the KV cache's references after every step (tests)
   ComputeType default_compute_type = ComputeType::Native;  // what `auto` means; must be loaded in the model
+  SloConfig slo;  // latency targets: each step sized by the learned step cost (slo_policy.h); none by default
 };
 
 class Engine {
@@ -98,6 +102,10 @@ class Engine {
   void publish_stats();
   void thread_main();
   double seconds_since_start(Clock::time_point t) const;
+  // SLO scheduling (engine_slo.cpp).
+  void size_step_for_slo(SchedulerState& st);
+  void count_slo(const Sequence& s);
+  void hold_for_batch_window();
 
   LlamaModel* model_;
   EngineConfig config_;
@@ -120,6 +128,10 @@ class Engine {
   std::vector<float> logits_;
   std::vector<float> hidden_;  // final hidden states of embedding requests' tokens
   std::atomic<bool> has_live_{false};
+  StepCostModel cost_;          // learned on every step, used when config_.slo has a TPOT target
+  StepFeatures last_features_;  // of the step run_batch just ran
+  double arrival_gap_ = 0;      // mean seconds between submissions (moving average), for the batch window
+  std::optional<Clock::time_point> last_arrival_;
 
   std::thread thread_;
   std::atomic<bool> running_{false}, stop_requested_{false};

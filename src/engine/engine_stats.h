@@ -2,11 +2,29 @@
 // every step, safe to read from any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 
 #include "kv/kv_cache_manager.h"
 
 namespace th {
+
+// SLO scheduling (slo_policy.h): the learned step cost, the last step's limits, and per
+// priority class how many finished requests missed their targets.
+struct SloClassCounts {
+  int64_t finished = 0, ttft_missed = 0, tpot_missed = 0;
+};
+struct SloStats {
+  std::array<double, 4> cost{};  // c0 s, s per decode, s per prompt token, s per KV position read
+  int64_t cost_samples = 0;      // steps the fit has seen
+  int64_t sized_steps = 0;       // steps whose limits the targets set
+  int64_t token_budget = 0, max_seqs = 0;  // the last step's limits
+  double predicted_step_seconds = 0, last_step_seconds = 0;
+  int64_t window_holds = 0;  // --batch-window-ms: times admission waited, and for how long in all
+  double window_seconds = 0;
+  std::map<int32_t, SloClassCounts> classes;  // only classes with a target
+};
 
 struct EngineStats {
   int64_t running = 0;   // prefilling or decoding
@@ -21,6 +39,7 @@ struct EngineStats {
   int64_t tokens_generated = 0;
   int64_t preempted_swap = 0, preempted_recompute = 0;
   int64_t submitted = 0, rejected = 0, finished = 0, cancelled = 0;  // finished counts every end, cancelled included
+  SloStats slo;
 };
 
 }  // namespace th

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -34,6 +35,14 @@ class EngineSignal {
     std::unique_lock<std::mutex> l(m_);
     cv_.wait(l, [&] { return pending_ || ready(); });
     pending_ = false;
+  }
+  /// @brief As wait(), but returns at `deadline` too; false when it was the deadline.
+  template <class Pred>
+  bool wait_until(std::chrono::steady_clock::time_point deadline, Pred ready) {
+    std::unique_lock<std::mutex> l(m_);
+    const bool woke = cv_.wait_until(l, deadline, [&] { return pending_ || ready(); });
+    pending_ = false;
+    return woke;
   }
 
  private:

@@ -31,4 +31,19 @@ KvSizing auto_kv_blocks(int64_t block_bytes, int64_t block_size, int64_t max_seq
   return s;
 }
 
+SeqSizing auto_max_seqs(int64_t position_bytes, int64_t max_model_len, int64_t memory_bytes, int64_t cap) {
+  const int64_t per_seq = std::max<int64_t>(position_bytes, 1) * std::max<int64_t>(max_model_len, 1);
+  const double fit = 0.7 * static_cast<double>(std::max<int64_t>(memory_bytes, 0)) / static_cast<double>(per_seq);
+  cap = std::max<int64_t>(cap, 1);
+  SeqSizing s;
+  s.max_seqs = fit >= static_cast<double>(cap) ? cap : std::max<int64_t>(1, static_cast<int64_t>(fit));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", fit);
+  s.why = "max sequences " + std::to_string(s.max_seqs) + ": " + mib(memory_bytes) + " for the KV cache / " +
+          mib(per_seq) + " per sequence (" + std::to_string(max_model_len) + " positions) x 0.7 = " + buf +
+          ", within [1, " + std::to_string(cap) + "] (--max-num-seqs sets it)";
+  return s;
+}
+
 }  // namespace th
+

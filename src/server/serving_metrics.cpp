@@ -130,6 +130,7 @@ ServingMetrics::ServingMetrics(std::string_view version) {
            .with();
   http_timeouts_ =
       &r.counter("tokenhive_http_timeouts_total", "HTTP timeouts: 408s and writes given up on.").with();
+  register_slo(r);
 }
 
 void ServingMetrics::record_call(std::string_view tenant, int32_t priority, std::string_view outcome,
@@ -186,6 +187,7 @@ void ServingMetrics::set_engine(const EngineStats& s) {
   compute_ratio_->set(s.tokens_generated > 0
                           ? static_cast<double>(s.tokens_computed) / static_cast<double>(s.tokens_generated)
                           : 0.0);
+  set_slo(s.slo);
 }
 
 void ServingMetrics::set_weight_bytes(std::string_view compute_type, double bytes) {

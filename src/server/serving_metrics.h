@@ -31,6 +31,13 @@
 //     (prompt + generated) / generated when nothing is recomputed)
 //   set_weight_bytes: gauge tokenhive_model_weight_bytes{compute_type}, the bytes of the
 //     matrices each loaded compute type computes with (native: the file's own)
+//   set_engine, SLO scheduling: gauges tokenhive_step_cost_coefficient{term = fixed_seconds |
+//     decode_seconds | prompt_token_seconds | kv_position_seconds} (the learned step cost) and
+//     tokenhive_step_cost_samples, tokenhive_slo_step_token_budget, tokenhive_slo_step_max_seqs,
+//     tokenhive_step_predicted_seconds, tokenhive_step_last_seconds; counters
+//     tokenhive_slo_sized_steps_total, tokenhive_slo_requests_total{priority} (completed requests
+//     of classes with a target), tokenhive_slo_missed_total{priority, slo = ttft | tpot},
+//     tokenhive_batch_window_holds_total, tokenhive_batch_window_seconds_total
 //   set_http: gauges tokenhive_http_open_connections, tokenhive_http_requests_in_flight;
 //     counters tokenhive_http_connections_{accepted,rejected}_total,
 //     tokenhive_http_requests_total, tokenhive_http_bad_requests_total,
@@ -116,6 +123,13 @@ class ServingMetrics {
   http::Gauge* compute_ratio_;
   http::GaugeFamily* weight_bytes_;
   http::GaugeFamily *rank_weight_bytes_, *rank_resident_bytes_;
+
+  // SLO scheduling (serving_metrics_slo.cpp): the step cost fit, the step limits, misses by class.
+  void register_slo(http::MetricsRegistry& r);
+  void set_slo(const SloStats& s);
+  http::Gauge *slo_cost_[4], *slo_cost_samples_, *slo_budget_, *slo_max_seqs_, *slo_predicted_, *slo_last_step_;
+  http::Counter *slo_sized_, *window_holds_, *window_seconds_;
+  http::CounterFamily *slo_finished_, *slo_missed_;
 
   http::Gauge *http_open_, *http_in_flight_;
   http::Counter *http_accepted_, *http_conn_rejected_, *http_requests_, *http_bad_requests_, *http_timeouts_;

@@ -20,10 +20,12 @@ struct Tracked {
   bool cancelled = false;
 };
 
-TEST(EngineRandomized, ChurnNeverLeaksDeadlocksOrLosesARequest) {
+// `arrivals` requests of random shapes; `slo`: SLO step sizing on (targets per class).
+void churn(int arrivals, const SloConfig& slo) {
   test::LoadedModel l = test::load_model(test::stories_path());
   ASSERT_TRUE(l.model && l.tok);
   EngineConfig c;
+  c.slo = slo;
   c.kv.block_size = 4;
   c.kv.primary_blocks = 24;  // 96 positions: a handful of sequences at once
   c.kv.host_blocks = 12;
@@ -43,12 +45,14 @@ TEST(EngineRandomized, ChurnNeverLeaksDeadlocksOrLosesARequest) {
   for (auto& p : prefixes)
     for (int i = 0; i < 12; ++i) p.push_back(uni(3, n_vocab - 1));
 
-  constexpr int kArrivals = 2000;
+  const int kArrivals = arrivals;
+  const bool sized = slo.tpot.any();
+  int64_t smallest_budget = c.token_budget, smallest_cap = c.max_seqs;
   std::vector<Tracked> reqs;
   reqs.reserve(kArrivals);
   int submitted = 0, rejected = 0, steps = 0;
   while (submitted < kArrivals || e.has_work()) {
-    ASSERT_LT(steps, 20000) << "no end in sight: " << e.stats().running << " running, " << e.stats().waiting
+    ASSERT_LT(steps, 10 * kArrivals) << "no end in sight: " << e.stats().running << " running, " << e.stats().waiting
                             << " waiting, " << e.stats().swapped << " swapped";
     for (int k = uni(0, 3); k > 0 && submitted < kArrivals; --k, ++submitted) {
       Tracked t;
@@ -96,6 +100,8 @@ TEST(EngineRandomized, ChurnNeverLeaksDeadlocksOrLosesARequest) {
     ++steps;
     const EngineStats es = e.stats();
     ASSERT_LE(es.running, c.max_seqs);
+    smallest_budget = std::min(smallest_budget, es.slo.token_budget);
+    smallest_cap = std::min(smallest_cap, es.slo.max_seqs);
     for (Tracked& t : reqs)
       if (t.stream) test::collect(*t.stream, t.got);
   }
@@ -105,10 +111,17 @@ TEST(EngineRandomized, ChurnNeverLeaksDeadlocksOrLosesARequest) {
   EXPECT_EQ(es.kv.primary_used, 0);
   EXPECT_EQ(es.kv.host_used, 0);
   EXPECT_EQ(es.rejected, rejected);
-  EXPECT_GT(rejected, 10);
-  EXPECT_GT(es.preempted_swap, 20);
-  EXPECT_GT(es.preempted_recompute, 20);
+  const int scale = kArrivals / 100;  // the counts below are for 2000 arrivals: 20 per 100
+  EXPECT_GT(rejected, scale / 2);
+  EXPECT_GT(es.preempted_swap, sized ? 0 : scale);
+  EXPECT_GT(es.preempted_recompute, sized ? 0 : scale);
   EXPECT_GT(es.kv.prefix_hit_tokens, 0);
+  if (sized) {  // the targets did size steps below the static limits
+    EXPECT_GT(es.slo.sized_steps, steps / 4);
+    EXPECT_LT(smallest_budget, c.token_budget);
+    EXPECT_LT(smallest_cap, c.max_seqs);
+    EXPECT_FALSE(es.slo.classes.empty());
+  }
   int finished = 0, cancelled = 0, checked = 0;
   for (Tracked& t : reqs) {
     if (!t.stream) continue;  // dropped: nobody to tell
@@ -128,14 +141,28 @@ TEST(EngineRandomized, ChurnNeverLeaksDeadlocksOrLosesARequest) {
     }
   }
   EXPECT_GT(finished, kArrivals / 2);
-  EXPECT_GT(cancelled, 20);
-  EXPECT_GT(checked, 10);
+  EXPECT_GT(cancelled, scale);
+  EXPECT_GT(checked, scale / 2);
   EXPECT_EQ(es.finished, static_cast<int64_t>(reqs.size()));
-  std::printf("%d arrivals (%d rejected), %d steps, %d finished, %lld cancelled, %lld swaps, %lld recomputes, "
-              "prefix hits %.1f%%\n",
-              kArrivals, rejected, steps, finished, static_cast<long long>(es.cancelled),
-              static_cast<long long>(es.preempted_swap), static_cast<long long>(es.preempted_recompute),
-              100 * es.prefix_hit_rate());
+  std::printf("%d arrivals (%d rejected), %d steps (%lld sized), %d finished, %lld cancelled, %lld swaps, %lld "
+              "recomputes, prefix hits %.1f%%\n",
+              kArrivals, rejected, steps, static_cast<long long>(es.slo.sized_steps), finished,
+              static_cast<long long>(es.cancelled), static_cast<long long>(es.preempted_swap),
+              static_cast<long long>(es.preempted_recompute), 100 * es.prefix_hit_rate());
+}
+
+TEST(EngineRandomized, ChurnNeverLeaksDeadlocksOrLosesARequest) { churn(2000, SloConfig{}); }
+
+// The SLO path: high-priority requests with a TPOT target no step can meet (so while one is live
+// every step is sized to the decodes plus one prompt token, and admission stops), the others
+// with one every step meets; the same invariants after every step and the same greedy outputs.
+TEST(EngineRandomized, SloSizedStepsKeepTheInvariantsAndTheOutputs) {
+  SloConfig slo;
+  Result<SloClassTargets> tpot = parse_slo_targets("-2=0.001,high=0.001,normal=60000,low=60000,2=60000", "tpot");
+  ASSERT_TRUE(tpot.ok()) << tpot.message();
+  slo.tpot = *tpot;
+  slo.ttft.all = 60.0;
+  churn(300, slo);
 }
 
 }  // namespace

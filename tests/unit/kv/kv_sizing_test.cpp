@@ -48,5 +48,17 @@ TEST(SystemMemory, ThisMachineHasSome) {
   EXPECT_GT(*v, 0);
 }
 
+TEST(KvSizing, MaxSeqsIsMemoryOverPerSequenceMemoryTimesSevenTenths) {
+  // The 1.1B model's f32 KV: 44 KiB a position, 88 MiB a 2048-position sequence; 5 GiB for the
+  // cache: 58.2 x 0.7 = 40.7 -> 40.
+  const SeqSizing s = auto_max_seqs(44 * 1024, 2048, 5120 * kMiB, 256);
+  EXPECT_EQ(s.max_seqs, 40);
+  EXPECT_NE(s.why.find("x 0.7 = 40.7"), std::string::npos) << s.why;
+  EXPECT_NE(s.why.find("--max-num-seqs"), std::string::npos) << s.why;
+  EXPECT_EQ(auto_max_seqs(44 * 1024, 2048, 1024 * 1024 * kMiB, 256).max_seqs, 256);  // capped
+  EXPECT_EQ(auto_max_seqs(44 * 1024, 2048, 10 * kMiB, 256).max_seqs, 1);            // at least one
+  EXPECT_EQ(auto_max_seqs(0, 0, -5, 0).max_seqs, 1);
+}
+
 }  // namespace
 }  // namespace th

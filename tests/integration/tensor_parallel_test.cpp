@@ -127,6 +127,18 @@ TEST_F(TensorParallelCli, AJobOfAnotherSizeIsRefusedOnEveryRank) {
   EXPECT_EQ(count(r.err, "--tensor-parallel 4 but this MPI job has 2 ranks"), 2) << r.err;
 }
 
+// Every all-reduce algorithm (MPI_Allreduce, our ring, recursive doubling) gives every rank
+// the exact sums at 4 ranks (doubling in 2 steps; the ring's chunks of 7 floats uneven, and
+// of 4099): bench comm checks each before timing it and ends the job non-zero if one differs.
+TEST_F(TensorParallelCli, EveryAllReduceAlgorithmSumsExactlyOnEveryRank) {
+  std::vector<std::string> argv = mpirun(exe_);
+  argv.insert(argv.end(), {"-np", "4", test::binary_path(), "bench", "comm", "--sizes", "7,4099", "--iters", "10"});
+  ProcessResult r = run(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ranks 4"), std::string::npos) << r.out;
+  for (const std::string name : {"MPI_Allreduce ", "ring ", "doubling "}) EXPECT_EQ(count(r.out, name), 2) << r.out;
+}
+
 // MPMD: rank 0 and rank 1 started with different -m.
 ProcessResult two_models(const std::string& exe, const std::string& a, const std::string& b) {
   std::vector<std::string> argv = mpirun(exe);

@@ -20,5 +20,7 @@ BenchSubcommand add_bench_model(CLI::App& bench);
 BenchSubcommand add_bench_engine(CLI::App& bench);
 /// @brief `bench serve`: load-tests an OpenAI-compatible server (latencies, throughput, goodput).
 BenchSubcommand add_bench_serve(CLI::App& bench);
+/// @brief `bench comm`: all-reduce time between MPI ranks (MPI_Allreduce and the ring).
+BenchSubcommand add_bench_comm(CLI::App& bench);
 
 }  // namespace th::cli

@@ -1,6 +1,7 @@
 #include "cli/tensor_parallel.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -8,11 +9,18 @@
 #include "backend/backend.h"
 #include "cli/compute_types.h"
 #include "model/encrypted_model.h"
+#include "parallel/all_reduce_algorithm.h"
 
 namespace th::cli {
 
 Result<std::unique_ptr<Communicator>> start_communicator(int n) {
   if (n == 1) return make_local_communicator();
+  // Checked before MPI starts, so a bad value is the same error on every rank (same environment).
+  if (const char* env = std::getenv("TOKENHIVE_ALLREDUCE"); env && *env) {
+    std::optional<AllReduceAlgorithm> a = parse_all_reduce_algorithm(env);
+    if (!a) return Status::errorf("TOKENHIVE_ALLREDUCE: '", std::string_view(env).substr(0, 40), "' is not mpi, ring or doubling");
+    set_mpi_all_reduce_algorithm(*a);
+  }
   TH_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, make_mpi_communicator());
   if (comm->size() != n)
     return Status::errorf("--tensor-parallel ", n, " but this MPI job has ", comm->size(), " ranks (run it as mpirun -np ",

@@ -10,7 +10,9 @@
 #include <climits>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
+#include "parallel/all_reduce_algorithm.h"
 #include "parallel/communicator.h"
 
 namespace th {
@@ -18,6 +20,7 @@ namespace th {
 namespace {
 
 bool g_failed = false;  // any call failed or timed out (one communicator per process)
+AllReduceAlgorithm g_algorithm = AllReduceAlgorithm::Library;  // all_reduce_algorithm.h: why
 
 Status mpi_status(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return ok_status();
@@ -70,8 +73,13 @@ class MpiCommunicator final : public Communicator {
   Status all_reduce_sum(float* data, size_t n) override {
     TH_RETURN_IF_ERROR(check_count(n, "all-reduce"));
     const double start = MPI_Wtime();
-    Status s = mpi_status(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                          "all-reduce");
+    const bool power_of_two = (size_ & (size_ - 1)) == 0;
+    Status s = g_algorithm == AllReduceAlgorithm::Doubling && power_of_two ? doubling_all_reduce(data, n)
+               : g_algorithm == AllReduceAlgorithm::Ring
+                   ? ring_all_reduce(data, n)
+                   : mpi_status(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                                              MPI_COMM_WORLD),
+                                "all-reduce");
     reduce_seconds_ += MPI_Wtime() - start;
     return s;
   }
@@ -105,13 +113,65 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // The ring: chunk c is [n*c/N, n*(c+1)/N). Reduce-scatter: at step s rank r sends chunk
+  // r-s to its right and adds chunk r-s-1 from its left into its own, so after N-1 steps it
+  // holds the whole sum of chunk r+1. All-gather: at step s it passes on chunk r+1-s and
+  // receives chunk r-s in place. Every rank ends with the same bits (the sums are copied).
+  Status ring_all_reduce(float* data, size_t n) {
+    const int N = size_, r = rank_;
+    if (N == 1) return ok_status();
+    const int right = (r + 1) % N, left = (r + N - 1) % N;
+    auto lo = [&](int c) { return n * static_cast<size_t>(c) / static_cast<size_t>(N); };
+    auto count = [&](int c) { return static_cast<int>(lo(c + 1) - lo(c)); };
+    ring_buffer_.resize(n / static_cast<size_t>(N) + 1);
+    constexpr int kTag = 21;
+    for (int s = 0; s < N - 1; ++s) {
+      const int send = (r - s + N) % N, recv = (r - s - 1 + N) % N;
+      TH_RETURN_IF_ERROR(mpi_status(MPI_Sendrecv(data + lo(send), count(send), MPI_FLOAT, right, kTag, ring_buffer_.data(),
+                                                 count(recv), MPI_FLOAT, left, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                                    "ring all-reduce"));
+      float* into = data + lo(recv);
+      for (int i = 0; i < count(recv); ++i) into[i] += ring_buffer_[static_cast<size_t>(i)];
+    }
+    for (int s = 0; s < N - 1; ++s) {
+      const int send = (r + 1 - s + N) % N, recv = (r - s + N) % N;
+      TH_RETURN_IF_ERROR(mpi_status(MPI_Sendrecv(data + lo(send), count(send), MPI_FLOAT, right, kTag, data + lo(recv),
+                                                 count(recv), MPI_FLOAT, left, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                                    "ring all-reduce"));
+    }
+    return ok_status();
+  }
+
+  // Recursive doubling: at step k, swap the whole buffer with rank r ^ 2^k and add. Both
+  // sides add the same two partial sums; a + b == b + a in floating point, and the partners'
+  // partial sums at each step are the same sets, so every rank ends with the same bits.
+  Status doubling_all_reduce(float* data, size_t n) {
+    ring_buffer_.resize(n);
+    constexpr int kTag = 22;
+    for (int mask = 1; mask < size_; mask <<= 1) {
+      const int peer = rank_ ^ mask;
+      TH_RETURN_IF_ERROR(mpi_status(MPI_Sendrecv(data, static_cast<int>(n), MPI_FLOAT, peer, kTag, ring_buffer_.data(),
+                                                 static_cast<int>(n), MPI_FLOAT, peer, kTag, MPI_COMM_WORLD,
+                                                 MPI_STATUS_IGNORE),
+                                    "all-reduce (recursive doubling)"));
+      // The lower rank's partial sum first on both sides: the same order, the same bits.
+      const bool lower = rank_ < peer;
+      for (size_t i = 0; i < n; ++i)
+        data[i] = lower ? data[i] + ring_buffer_[i] : ring_buffer_[i] + data[i];
+    }
+    return ok_status();
+  }
+
   int rank_, size_;
   double reduce_seconds_ = 0;
+  std::vector<float> ring_buffer_;
 };
 
 }  // namespace
 
 bool mpi_available() { return true; }
+
+void set_mpi_all_reduce_algorithm(AllReduceAlgorithm algorithm) { g_algorithm = algorithm; }
 
 Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
   int initialized = 0;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/http_client.h"
 #include "format/gguf.h"
 #include "model/synthetic_model.h"
 #include "parallel/communicator.h"
@@ -123,6 +125,18 @@ TEST_F(TensorParallelCli, AJobOfAnotherSizeIsRefusedOnEveryRank) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count(r.err, "--tensor-parallel 4 but this MPI job has 2 ranks"), 2) << r.err;
+}
+
+// Every all-reduce algorithm (MPI_Allreduce, our ring, recursive doubling) gives every rank
+// the exact sums at 4 ranks (doubling in 2 steps; the ring's chunks of 7 floats uneven, and
+// of 4099): bench comm checks each before timing it and ends the job non-zero if one differs.
+TEST_F(TensorParallelCli, EveryAllReduceAlgorithmSumsExactlyOnEveryRank) {
+  std::vector<std::string> argv = mpirun(exe_);
+  argv.insert(argv.end(), {"-np", "4", test::binary_path(), "bench", "comm", "--sizes", "7,4099", "--iters", "10"});
+  ProcessResult r = run(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ranks 4"), std::string::npos) << r.out;
+  for (const std::string name : {"MPI_Allreduce ", "ring ", "doubling "}) EXPECT_EQ(count(r.out, name), 2) << r.out;
 }
 
 // MPMD: rank 0 and rank 1 started with different -m.
@@ -242,6 +256,139 @@ TEST_F(TensorParallelCli, ARankKilledMidStreamEndsTheJobWithoutAHang) {
   stream.join();
   EXPECT_GT(code, 0) << server.log();
   EXPECT_NE(server.log().find("exited on signal 9"), std::string::npos) << server.log();
+}
+
+// One greedy stream through `c`: the token ids it gave, and whether it ended properly (200,
+// a finish reason, [DONE]); `tokens` counts ids as they arrive.
+struct StreamOutcome {
+  bool ok = false;
+  std::vector<int32_t> ids;
+  std::string error;
+};
+StreamOutcome stream_ids(client::HttpClient& c, const nlohmann::json& body, std::atomic<int64_t>& tokens) {
+  StreamOutcome o;
+  bool done = false, finished = false;
+  Result<client::Response> r = c.stream_events("POST", "/v1/completions", body.dump(), [&](const client::SseEvent& e) {
+    if (e.data == "[DONE]") return done = true;
+    nlohmann::json j = nlohmann::json::parse(e.data, nullptr, false);
+    if (!j.is_object() || j.contains("error")) o.error = e.data;
+    for (const nlohmann::json& ch : j.value("choices", nlohmann::json::array())) {
+      for (const nlohmann::json& id : ch.value("token_ids", nlohmann::json::array())) o.ids.push_back(id.get<int32_t>());
+      tokens += static_cast<int64_t>(ch.value("token_ids", nlohmann::json::array()).size());
+      if (!ch["finish_reason"].is_null()) finished = true;
+    }
+    return true;
+  });
+  if (!r.ok()) o.error = r.message();
+  o.ok = r.ok() && r->status == 200 && done && finished && o.error.empty();
+  return o;
+}
+
+// The cell's state in the router's /admin/cells ("alive", "dead", ...; "" when unknown).
+std::string router_cell_state(client::HttpClient& router, const std::string& url) {
+  Result<client::Response> r = router.request("GET", "/admin/cells");
+  if (!r.ok() || r->status != 200) return "";
+  nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  if (!j.is_object()) return "";
+  for (const nlohmann::json& c : j["cells"])
+    if (c["url"] == url) return c["state"];
+  return "";
+}
+bool wait_cell_state(client::HttpClient& router, const std::string& url, const std::string& state) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    if (router_cell_state(router, url) == state) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// A TP cell is one cell to the router: it joins like any cell, and when one of its ranks is
+// killed mid-stream the cell goes (non-zero exit, /ready 503 on the way) and the router moves
+// its streams to a single-process cell, each finishing with the ids of an uninterrupted run.
+TEST_F(TensorParallelCli, ARankKilledBehindTheRouterMovesEveryStreamToAnotherCell) {
+  const std::vector<std::string> cell = {"-m", stories(), "-t", "1", "--kv-cache-mib", "16", "--access-log", ""};
+  test::ServeProcess single(cell);  // not in the router yet: the streams must start on the TP cell
+  ASSERT_TRUE(single.ok()) << single.log();
+  test::ServeProcess router("router", {}, 30);
+  ASSERT_TRUE(router.ok()) << router.log();
+  std::vector<std::string> launcher = mpirun(exe_);
+  launcher.insert(launcher.end(), {"-np", "2"});
+  std::vector<std::string> tp_args = cell;
+  tp_args.insert(tp_args.end(), {"--tensor-parallel", "2", "--join", router.url()});
+  test::ServeProcess tp(launcher, "serve", tp_args, 60);
+  ASSERT_TRUE(tp.ok()) << tp.log();
+  auto http = [](const std::string& url) -> std::unique_ptr<client::HttpClient> {
+    client::HttpClientOptions o;
+    o.request_timeout = std::chrono::seconds(60);
+    o.retry.max_attempts = 1;  // a failure must show, not be retried away
+    Result<std::unique_ptr<client::HttpClient>> c = client::HttpClient::create(url, o);
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  std::unique_ptr<client::HttpClient> admin = http(router.url());
+  ASSERT_TRUE(wait_cell_state(*admin, tp.url(), "alive")) << router.log();
+
+  constexpr int kStreams = 4, kTokens = 300;
+  const std::vector<std::string> prompts = {"Once upon a time", "Tom had a", "The cat", "Lily and her mom"};
+  auto body = [&](int i) {
+    return nlohmann::json({{"prompt", prompts[static_cast<size_t>(i)]}, {"max_tokens", kTokens}, {"temperature", 0},
+                           {"ignore_eos", true}, {"stream", true}, {"return_token_ids", true}});
+  };
+  // The uninterrupted run: each stream on the single-process cell directly.
+  std::vector<std::vector<int32_t>> want(kStreams);
+  std::atomic<int64_t> tokens{0};
+  for (int i = 0; i < kStreams; ++i) {
+    StreamOutcome o = stream_ids(*http(single.url()), body(i), tokens);
+    ASSERT_TRUE(o.ok) << o.error;
+    ASSERT_EQ(o.ids.size(), static_cast<size_t>(kTokens));
+    want[static_cast<size_t>(i)] = o.ids;
+  }
+
+  tokens = 0;
+  std::vector<StreamOutcome> got(kStreams);
+  std::vector<std::thread> streams;
+  for (int i = 0; i < kStreams; ++i)
+    streams.emplace_back([&, i] { got[static_cast<size_t>(i)] = stream_ids(*http(router.url()), body(i), tokens); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (tokens < kStreams * 8 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The other cell joins now, so every stream began on the TP cell.
+  Result<client::Response> add =
+      admin->request("POST", "/admin/cells", nlohmann::json({{"url", single.url()}}).dump());
+  ASSERT_TRUE(add.ok() && add->status / 100 == 2) << (add.ok() ? add->body : add.message());
+  ASSERT_TRUE(wait_cell_state(*admin, single.url(), "alive")) << router.log();
+  const pid_t rank1 = child_rank(tp.pid(), 1);
+  ASSERT_GT(rank1, 0) << "no child of mpirun with OMPI_COMM_WORLD_RANK=1";
+  const int64_t tokens_at_kill = tokens;
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  // Rank 0 drains before mpirun ends it: /ready says 503 while the port still answers.
+  int ready_503 = 0;
+  std::thread ready([&, probe = http(tp.url())] {
+    const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < stop) {
+      Result<client::Response> r = probe->request("GET", "/ready");
+      if (!r.ok()) return;  // gone
+      if (r->status == 503) ++ready_503;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const int code = tp.wait(20);
+  ready.join();
+  for (std::thread& t : streams) t.join();
+  std::printf("[ tp ] rank 1 killed after %lld of %d tokens; /ready 503 %d times before the cell went\n",
+              static_cast<long long>(tokens_at_kill), kStreams * kTokens, ready_503);
+  EXPECT_LT(tokens_at_kill, kStreams * kTokens - kStreams * 8);  // the kill was mid-stream
+  EXPECT_NE(code, 0) << tp.log();
+  EXPECT_GT(ready_503, 0) << tp.log();
+  for (int i = 0; i < kStreams; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(got[static_cast<size_t>(i)].ok) << got[static_cast<size_t>(i)].error;
+    EXPECT_EQ(got[static_cast<size_t>(i)].ids, want[static_cast<size_t>(i)]);
+  }
+  Result<client::Response> m = admin->request("GET", "/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->body.find("\ntokenhive_router_migrations_total 0\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("\ntokenhive_router_migrations_total "), std::string::npos) << m->body;
 }
 
 TEST(TensorParallelCliWithoutMpi, IsRefusedWithAMessageOrRunsAlone) {

@@ -76,6 +76,7 @@ struct ServeFlags {
   int64_t block_size = 16;
   int64_t kv_cache_mib = 0;  // 0: derived from the memory left (kv/kv_sizing.h)
   int64_t host_kv_mib = 0;
+  bool no_prefix_cache = false, no_kv_prefetch = false;
   std::string kv_dtype = "f32";
   std::string compute_types = "native";
   std::string default_compute_type = "native";
@@ -149,8 +150,11 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
   app.add_option("--kv-cache-mib", f.kv_cache_mib, "memory of the primary KV tier (MiB); 0: enough for --max-num-seqs sequences of --max-model-len positions, at most half of the memory left after loading (printed at start)")->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
-  app.add_option("--host-kv-mib", f.host_kv_mib, "memory of the host KV tier that preempted sequences swap to (MiB); 0: none")
+  app.add_option("--host-kv-mib", f.host_kv_mib,
+                 "memory of the host KV tier that preempted sequences swap to and evicted prefix blocks move to (MiB); 0: none")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
+  app.add_flag("--no-prefix-cache", f.no_prefix_cache, "compute every prompt in full (no prefix cache in either tier)");
+  app.add_flag("--no-kv-prefetch", f.no_kv_prefetch, "swap sequences in only when they run (no copy-thread prefetch)");
   app.add_option("--kv-dtype", f.kv_dtype, "KV cache type")->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
   app.add_option("--compute-types", f.compute_types,
                  "compute types requests may ask for (comma-separated: fp32, bf16, fp16, fp8, native; native is "
@@ -283,6 +287,8 @@ Result<EngineConfig> engine_config(const ServeFlags& f, const ModelConfig& mc, c
     std::fprintf(stderr, "tokenhive serve: %s\n", kv.why.c_str());
   }
   ec.kv.host_blocks = (f.host_kv_mib << 20) / block_bytes;
+  ec.kv.prefix_caching = !f.no_prefix_cache;
+  ec.kv.prefetch = !f.no_kv_prefetch;
   ec.token_budget = f.max_num_batched_tokens;
   ec.max_model_len = f.max_model_len;
   ec.end_of_generation = end_of_generation_ids(tok);

@@ -218,6 +218,7 @@ Status Engine::run_batch(const Decision& d) {
   }
   if (Status p = kv_->prepare(entries); !p.ok())
     return Status::errorf("engine: the KV cache refused the scheduler's plan: ", p.message());
+  prefetch_swapped(static_cast<int64_t>(entries.size()));
 
   // One forward pass per compute type in the step, each over its own sequences only (a
   // matmul reads one weight copy), so a sequence's results never depend on the other types
@@ -288,6 +289,22 @@ Status Engine::run_batch(const Decision& d) {
   pool_hidden(hidden_rows);
   for (uint64_t id : embedded) finish_embedding(*seqs_.at(id), done);
   return ok_status();
+}
+
+// Swapped-out sequences, most important first (priority, then arrival: the scheduler's order
+// without ageing), are copied back on the KV copy thread while this step's forward pass runs;
+// one block per sequence in the step stays free for it to grow into next step.
+void Engine::prefetch_swapped(int64_t keep_free) {
+  if (!kv_->has_host_tier()) return;
+  std::vector<const Sequence*> swapped;
+  for (const auto& [id, s] : seqs_)
+    if (s->state == SeqState::Swapped) swapped.push_back(s.get());
+  if (swapped.empty()) return;
+  std::stable_sort(swapped.begin(), swapped.end(),
+                   [](const Sequence* a, const Sequence* b) { return a->request.priority < b->request.priority; });
+  std::vector<SeqId> ids;
+  for (const Sequence* s : swapped) ids.push_back(static_cast<SeqId>(s->id));
+  kv_->prefetch(ids, keep_free);
 }
 
 // Embedding sequences: each hidden state of the step into its sequence's pool, in position

@@ -94,6 +94,7 @@ class Engine {
   SchedulerState scheduler_state() const;
   void apply_preemption(const Decision::Preemption& p);
   Status run_batch(const Decision& d);
+  void prefetch_swapped(int64_t keep_free);
   void sample_and_emit(Sequence& s, std::span<float> logits, Clock::time_point now);
   void pool_hidden(const std::vector<std::pair<uint64_t, int64_t>>& rows);
   void finish_embedding(Sequence& s, Clock::time_point now);

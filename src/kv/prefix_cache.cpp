@@ -49,10 +49,11 @@ void PrefixCache::mark_used(int32_t b) {
   --n_unused_;
 }
 
-int32_t PrefixCache::evict_oldest() {
+int32_t PrefixCache::evict_oldest(BlockHash* hash) {
   const int32_t b = head_;
   if (b < 0) return -1;
   mark_used(b);
+  if (hash) *hash = hash_of_[static_cast<size_t>(b)];
   by_hash_.erase(hash_of_[static_cast<size_t>(b)]);
   cached_[static_cast<size_t>(b)] = 0;
   return b;

@@ -34,8 +34,9 @@ class PrefixCache {
   int32_t n_unused() const { return n_unused_; }
 
   /// @brief Unlists the least recently used unused block and returns it (its reference,
-  /// the cache's, is now the caller's to release), or -1 when no block is unused.
-  [[nodiscard]] int32_t evict_oldest();
+  /// the cache's, is now the caller's to release), or -1 when no block is unused. `hash`,
+  /// when given, receives the hash it was listed under (to demote it to another tier).
+  [[nodiscard]] int32_t evict_oldest(BlockHash* hash = nullptr);
 
   /// @brief Blocks on the LRU list, oldest first (for invariant checks).
   std::vector<int32_t> unused_blocks() const;

@@ -96,6 +96,7 @@ ServingMetrics::ServingMetrics(std::string_view version) {
     kv_ratio_[t] = &ratio.with({name});
   }
   kv_cached_ = &r.gauge("tokenhive_kv_cached_blocks", "Primary-tier blocks listed in the prefix cache.").with();
+  add_kv_cache_metrics();
   http::CounterFamily& preemptions =
       r.counter("tokenhive_preemptions_total", "Sequences preempted, by kind: swapped to the host tier or dropped "
                                                "for recompute.", {"kind"});
@@ -179,6 +180,18 @@ void ServingMetrics::set_engine(const EngineStats& s) {
     kv_ratio_[t]->set(total[t] > 0 ? static_cast<double>(used[t]) / static_cast<double>(total[t]) : 0.0);
   }
   kv_cached_->set(static_cast<double>(s.kv.cached_blocks));
+  kv_host_cached_->set(static_cast<double>(s.kv.host_cached_blocks));
+  const int64_t hit[2] = {s.kv.prefix_hit_tokens - s.kv.prefix_host_hit_tokens, s.kv.prefix_host_hit_tokens};
+  const double lookups = static_cast<double>(s.kv.prefix_query_tokens);
+  kv_lookup_tokens_->set_to_at_least(lookups);
+  for (Tier t : {kPrimary, kHost}) {
+    kv_hit_tokens_[t]->set_to_at_least(static_cast<double>(hit[t]));
+    kv_hit_ratio_[t]->set(lookups > 0 ? static_cast<double>(hit[t]) / lookups : 0.0);
+  }
+  const int64_t moves[5] = {s.kv.demoted_blocks, s.kv.promoted_blocks, s.kv.swapped_in_blocks, s.kv.prefetched_blocks,
+                            s.kv.prefetch_wasted_blocks};
+  for (size_t k = 0; k < 5; ++k) kv_moves_[k]->set_to_at_least(static_cast<double>(moves[k]));
+  kv_stall_->set_to_at_least(s.kv.swap_in_stall_seconds);
   preempt_swap_->set_to_at_least(static_cast<double>(s.preempted_swap));
   preempt_recompute_->set_to_at_least(static_cast<double>(s.preempted_recompute));
   steps_->set_to_at_least(static_cast<double>(s.steps));
@@ -188,6 +201,32 @@ void ServingMetrics::set_engine(const EngineStats& s) {
                           ? static_cast<double>(s.tokens_computed) / static_cast<double>(s.tokens_generated)
                           : 0.0);
   set_slo(s.slo);
+}
+
+void ServingMetrics::add_kv_cache_metrics() {
+  http::MetricsRegistry& r = registry_;
+  kv_host_cached_ = &r.gauge("tokenhive_kv_host_cached_blocks",
+                             "Host-tier blocks listed in the host prefix cache (prefix blocks evicted from the primary tier).")
+                         .with();
+  http::GaugeFamily& ratio = r.gauge("tokenhive_kv_prefix_hit_ratio",
+                                     "Prompt tokens admissions found in the tier's prefix cache over those looked up.", {"tier"});
+  kv_lookup_tokens_ = &r.counter("tokenhive_kv_prefix_lookup_tokens_total", "Prompt tokens admissions looked up in the prefix cache.").with();
+  http::CounterFamily& hits =
+      r.counter("tokenhive_kv_prefix_hit_tokens_total", "Prompt tokens admissions found in the prefix cache, by tier.", {"tier"});
+  for (Tier t : {kPrimary, kHost}) {
+    const std::string_view name = t == kPrimary ? "primary" : "host";
+    kv_hit_ratio_[t] = &ratio.with({name});
+    kv_hit_tokens_[t] = &hits.with({name});
+  }
+  http::CounterFamily& moves = r.counter("tokenhive_kv_block_moves_total",
+                                         "KV blocks moved between tiers: prefix blocks demoted and promoted, swapped-out "
+                                         "blocks swapped in, of those prefetched by the copy thread, and prefetches wasted.",
+                                         {"kind"});
+  const std::string_view kinds[5] = {"demoted", "promoted", "swapped_in", "prefetched", "prefetch_wasted"};
+  for (size_t k = 0; k < 5; ++k) kv_moves_[k] = &moves.with({kinds[k]});
+  kv_stall_ = &r.counter("tokenhive_kv_swap_in_stall_seconds_total",
+                         "Seconds the engine waited for host-to-primary KV copies (swap-ins and promotions not prefetched).")
+                   .with();
 }
 
 void ServingMetrics::set_weight_bytes(std::string_view compute_type, double bytes) {

@@ -23,7 +23,13 @@
 //   set_engine: gauges tokenhive_requests_{running,waiting,swapped},
 //     tokenhive_kv_blocks_used{tier}, tokenhive_kv_blocks_capacity{tier} (not
 //     *_total: promtool's lint reserves that suffix for counters),
-//     tokenhive_kv_usage_ratio{tier} (tier = primary | host), tokenhive_kv_cached_blocks;
+//     tokenhive_kv_usage_ratio{tier} (tier = primary | host), tokenhive_kv_cached_blocks,
+//     tokenhive_kv_host_cached_blocks, tokenhive_kv_prefix_hit_ratio{tier} (prompt tokens
+//     found in that tier's prefix cache over those looked up, since start);
+//     counters tokenhive_kv_prefix_lookup_tokens_total, tokenhive_kv_prefix_hit_tokens_total{tier},
+//     tokenhive_kv_block_moves_total{kind = demoted | promoted | swapped_in | prefetched |
+//     prefetch_wasted}, tokenhive_kv_swap_in_stall_seconds_total (divide by
+//     tokenhive_engine_steps_total for the stall per step);
 //     counters raised to the snapshot's cumulative values (never lowered):
 //     tokenhive_preemptions_total{kind = swap | recompute}, tokenhive_engine_steps_total,
 //     tokenhive_engine_tokens_computed_total, tokenhive_engine_tokens_generated_total;
@@ -120,6 +126,9 @@ class ServingMetrics {
   http::Gauge *running_, *waiting_, *swapped_;
   http::Gauge *kv_used_[2], *kv_total_[2], *kv_ratio_[2], *kv_cached_;
   http::Counter *preempt_swap_, *preempt_recompute_, *steps_, *tokens_computed_, *tokens_generated_;
+  http::Gauge *kv_host_cached_, *kv_hit_ratio_[2];
+  http::Counter *kv_lookup_tokens_, *kv_hit_tokens_[2], *kv_moves_[5], *kv_stall_;
+  void add_kv_cache_metrics();
   http::Gauge* compute_ratio_;
   http::GaugeFamily* weight_bytes_;
   http::GaugeFamily *rank_weight_bytes_, *rank_resident_bytes_;

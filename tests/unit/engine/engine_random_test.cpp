@@ -3,6 +3,8 @@
 // (check_invariants: nothing leaked, nothing owned twice); at the end every
 // accepted request has finished or been cancelled, nothing is left allocated,
 // and a sample of the completed greedy requests equals the same request alone.
+// The host tier is on with its prefix cache and the copy thread's prefetch:
+// evicted prefixes are demoted and promoted, swapped sequences prefetched.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -29,6 +31,8 @@ void churn(int arrivals, const SloConfig& slo) {
   c.kv.block_size = 4;
   c.kv.primary_blocks = 24;  // 96 positions: a handful of sequences at once
   c.kv.host_blocks = 12;
+  c.kv.host_prefix_cache = true;  // the defaults, said here: the test must cover them
+  c.kv.prefetch = true;
   c.token_budget = 32;
   c.max_seqs = 6;
   c.end_of_generation = end_of_generation_ids(*l.tok);
@@ -121,6 +125,11 @@ void churn(int arrivals, const SloConfig& slo) {
     EXPECT_LT(smallest_budget, c.token_budget);
     EXPECT_LT(smallest_cap, c.max_seqs);
     EXPECT_FALSE(es.slo.classes.empty());
+  } else {  // the host tier as a prefix cache and the swap-in prefetch did run
+    EXPECT_GT(es.kv.demoted_blocks, 0);
+    EXPECT_GT(es.kv.promoted_blocks, 0);
+    EXPECT_GT(es.kv.prefix_host_hit_tokens, 0);
+    EXPECT_GT(es.kv.prefetched_blocks, 0);
   }
   int finished = 0, cancelled = 0, checked = 0;
   for (Tracked& t : reqs) {
@@ -145,10 +154,17 @@ void churn(int arrivals, const SloConfig& slo) {
   EXPECT_GT(checked, scale / 2);
   EXPECT_EQ(es.finished, static_cast<int64_t>(reqs.size()));
   std::printf("%d arrivals (%d rejected), %d steps (%lld sized), %d finished, %lld cancelled, %lld swaps, %lld "
-              "recomputes, prefix hits %.1f%%\n",
+              "recomputes, prefix hits %.1f%% (host tier %.1f%%), %lld blocks demoted, %lld promoted, %lld of %lld "
+              "swapped in prefetched (%lld wasted)\n",
               kArrivals, rejected, steps, static_cast<long long>(es.slo.sized_steps), finished,
               static_cast<long long>(es.cancelled), static_cast<long long>(es.preempted_swap),
-              static_cast<long long>(es.preempted_recompute), 100 * es.prefix_hit_rate());
+              static_cast<long long>(es.preempted_recompute), 100 * es.prefix_hit_rate(),
+              es.kv.prefix_query_tokens ? 100.0 * static_cast<double>(es.kv.prefix_host_hit_tokens) /
+                                              static_cast<double>(es.kv.prefix_query_tokens)
+                                        : 0.0,
+              static_cast<long long>(es.kv.demoted_blocks), static_cast<long long>(es.kv.promoted_blocks),
+              static_cast<long long>(es.kv.prefetched_blocks), static_cast<long long>(es.kv.swapped_in_blocks),
+              static_cast<long long>(es.kv.prefetch_wasted_blocks));
 }
 
 TEST(EngineRandomized, ChurnNeverLeaksDeadlocksOrLosesARequest) { churn(2000, SloConfig{}); }

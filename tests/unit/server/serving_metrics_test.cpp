@@ -117,6 +117,35 @@ EngineStats engine_snapshot() {
   return s;
 }
 
+TEST(ServingMetrics, PrefixHitsByTierBlockMovesAndStall) {
+  ServingMetrics sm;
+  EngineStats s = engine_snapshot();
+  s.kv.prefix_query_tokens = 1000;
+  s.kv.prefix_hit_tokens = 600;
+  s.kv.prefix_host_hit_tokens = 200;
+  s.kv.host_cached_blocks = 7;
+  s.kv.demoted_blocks = 9;
+  s.kv.promoted_blocks = 4;
+  s.kv.swapped_in_blocks = 30;
+  s.kv.prefetched_blocks = 20;
+  s.kv.prefetch_wasted_blocks = 3;
+  s.kv.swap_in_stall_seconds = 0.25;
+  sm.set_engine(s);
+  auto m = samples(sm.render());
+  EXPECT_EQ(m.at("tokenhive_kv_prefix_lookup_tokens_total"), 1000);
+  EXPECT_EQ(m.at("tokenhive_kv_prefix_hit_tokens_total{tier=\"primary\"}"), 400);
+  EXPECT_EQ(m.at("tokenhive_kv_prefix_hit_tokens_total{tier=\"host\"}"), 200);
+  EXPECT_EQ(m.at("tokenhive_kv_prefix_hit_ratio{tier=\"primary\"}"), 0.4);
+  EXPECT_EQ(m.at("tokenhive_kv_prefix_hit_ratio{tier=\"host\"}"), 0.2);
+  EXPECT_EQ(m.at("tokenhive_kv_host_cached_blocks"), 7);
+  EXPECT_EQ(m.at("tokenhive_kv_block_moves_total{kind=\"demoted\"}"), 9);
+  EXPECT_EQ(m.at("tokenhive_kv_block_moves_total{kind=\"promoted\"}"), 4);
+  EXPECT_EQ(m.at("tokenhive_kv_block_moves_total{kind=\"swapped_in\"}"), 30);
+  EXPECT_EQ(m.at("tokenhive_kv_block_moves_total{kind=\"prefetched\"}"), 20);
+  EXPECT_EQ(m.at("tokenhive_kv_block_moves_total{kind=\"prefetch_wasted\"}"), 3);
+  EXPECT_EQ(m.at("tokenhive_kv_swap_in_stall_seconds_total"), 0.25);
+}
+
 TEST(ServingMetrics, EngineSnapshotAsGaugesAndCounters) {
   ServingMetrics sm;
   sm.set_engine(engine_snapshot());

@@ -13,6 +13,10 @@
 //   acc -= mn * abs                  mn: dmin * m_j, abs: d_a * the lane's 16-element sum
 // 8 ops per 256 MACs; unpacking a row's super-block (2 loads, 2 shifts, 4 ands) is shared
 // by the tile's tokens, and dw, mn are decoded once per row panel and column chunk.
+// Measured (micro_bench BM_BackendMatmul/q4_K, one thread, against TOKENHIVE_REPACK=0, busy
+// machine, medians of 3 alternations): 1.3-2.0x at 32-128 tokens on the 1.1B shapes, 1.4-1.9x
+// at one token; bench model 1.1B q4_K prefill 512 1.53x, batch-32 decode 1.36x (BENCHMARKS.md,
+// "Q4_K repacked", also for the batch-1 decode question).
 //
 // Packed super-block (144 bytes, the file's size, so rows keep their offsets): the
 // nibble image (128 bytes: registers a then b, w0 = a & 15, w1 = a >> 4, w2 = b & 15,

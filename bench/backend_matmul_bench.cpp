@@ -7,8 +7,8 @@
 //   <rows>x<cols>/t<n> (one kernel call on one thread, CPU time): k times that
 //   is what the split could reach.
 //
-// The weights are prepared as a model load prepares them (Backend::prepare_weight: Q4_0 and
-// Q8_0 repacked for the kernels); TOKENHIVE_REPACK=0 runs the file's layout instead, so the
+// The weights are prepared as a model load prepares them (Backend::prepare_weight: Q4_0,
+// Q8_0 and, on AVX-512, Q4_K repacked for the kernels); TOKENHIVE_REPACK=0 runs the file's layout instead, so the
 // two are compared by running the binary twice.
 #include <benchmark/benchmark.h>
 
@@ -51,10 +51,11 @@ void BM_BackendMatmul(benchmark::State& state, DType type, int64_t rows, int64_t
 const bool registered = [] {
   // wq/wo, wk/wv, gate/up, down, output.
   const int64_t shapes[][2] = {{2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
-  for (DType t : {DType::Q4_0, DType::Q8_0})
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K})
     for (const auto& s : shapes)
-      for (int64_t n : {1, 8, 32, 64})
+      for (int64_t n : {1, 8, 32, 64, 128})
         for (int threads : {1, 2}) {
+          if (n == 128 && t != DType::Q4_K) continue;  // q4_K's prefill tiles (issue #16)
           const std::string name = "BM_BackendMatmul/" + std::string(th::dtype_name(t)) + "/" +
                                    std::to_string(s[0]) + "x" + std::to_string(s[1]) + "/t" + std::to_string(n) +
                                    "/th" + std::to_string(threads);

@@ -161,6 +161,25 @@ void gemv_q5_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
 void gemv_q6_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                     float* y);
 
+/// q4_K and q6_K on weights repacked at load, AVX-512 VNNI (kquant_groups_avx512.h,
+/// matmul_q4_k_avx512.cpp, matmul_q6_k_avx512.cpp): their kernels' prepare hooks. A
+/// prepared row is nb super-blocks of kKGroupActBytes in the kernel's register layout, then
+/// the token's Q8_K row itself (from kKGroupActBytes * nb), which the file's-layout path
+/// (gemv_q*_k_avx2 and the panels) reads unchanged.
+inline constexpr size_t kKGroupActBytes = 384;
+size_t prepared_row_bytes_q4_k_avx512(int64_t cols);
+void prepare_q4_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
+void pack_rows_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                           uint8_t* out);
+void gemm_packed_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+size_t prepared_row_bytes_q6_k_avx512(int64_t cols);
+void prepare_q6_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
+void pack_rows_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                           uint8_t* out);
+void gemm_packed_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+
 /// IQ4_XS x Q8_K (matmul_iq4_xs_tile.h): whole gemms, MatmulKernel::gemm semantics. IQ4_XS
 /// shares the Q8_K activations, not the panels: its levels are signed (-127..113), which
 /// vpmaddubsw can only take as |w| with the sign moved onto each token's activations.

@@ -64,7 +64,9 @@ struct MatmulKernel {
   /// offsets from out.
   void (*pack_rows)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                     uint8_t* out) = nullptr;
-  /// gemm_prepared on packed weights; the same results, bit for bit.
+  /// gemm_prepared on packed weights; the same results, bit for bit, except where a kernel
+  /// runs other float steps on the same exact integer sums and says so (q4_K, q6_K on AVX-512:
+  /// within the kquant tests' rounding bound, kquant_groups_avx512.h).
   void (*gemm_packed)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
                       int64_t y_stride) = nullptr;

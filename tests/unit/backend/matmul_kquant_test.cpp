@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/act_q8k.h"
@@ -369,6 +370,52 @@ TEST_P(MatmulKQuant, EmptyCallsWriteNothing) {
   k->gemm(w.bytes.data(), w.stride, cols, 2, 2, a.q.data(), a.stride, 1, y.data(), rows);  // no rows
   k->gemm(w.bytes.data(), w.stride, cols, 0, rows, a.q.data(), a.stride, 0, y.data(), rows);  // no tokens
   EXPECT_EQ(y, std::vector<float>(rows, -12345.0f));
+}
+
+// The prepare hooks and packed weights (q4_K and q6_K on AVX-512), on odd row ranges,
+// padded and unaligned rows and prepared rows, token counts on both sides of the few-token
+// path (8) and of a token tile (64), several column chunks (2816 = 11 super-blocks), and
+// random bytes as weights: prepared rows give gemm's results bit for bit (the file's layout
+// runs the same code); packed weights run other float steps on the same exact integer sums,
+// so they are checked as gemm is, against the reference and against gemm, within
+// 2e-5 * sum |w x|.
+TEST_P(MatmulKQuant, PackedPathMatchesReference) {
+  if (skip()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam().isa) << ": variant compiled but not run here";
+  const MatmulKernel* k = kernel();
+  ASSERT_NE(k, nullptr);
+  ASSERT_EQ(k->pack_rows != nullptr, k->gemm_packed != nullptr);
+  ASSERT_TRUE(k->pack_rows == nullptr || (k->prepare && k->prepared_row_bytes && k->gemm_prepared));
+  if (!k->prepare) GTEST_SKIP() << "this kernel has no prepare step";
+  std::mt19937 rng(17);
+  // Random bytes as weights too (every level, scale and min), in the one-chunk shape.
+  for (const auto& [cols, random_bits] : {std::pair<int64_t, bool>{256, true}, {256, false}, {2816, false}}) {
+    const int64_t max_rows = 70, max_tokens = 75;
+    const Weights w = make_weights(GetParam().type, max_rows, cols, 5, rng, random_bits);
+    const Acts a = make_acts(*k, max_tokens, cols, 3, rng, false);
+    const size_t prb = k->prepared_row_bytes(cols) + 96;
+    std::vector<uint8_t> prepared(prb * max_tokens, 0xEE);
+    for (int64_t t = 0; t < max_tokens; ++t) k->prepare(a.q.data() + t * a.stride, cols, prepared.data() + t * prb);
+    std::vector<uint8_t> packed(w.bytes.size(), 0xEE);
+    for (int64_t rows : {1, 9, 69}) {
+      const int64_t r0 = rows == 69 ? 1 : 2;  // only [r0, r0 + rows) is packed: the rest is junk
+      std::fill(packed.begin(), packed.end(), 0xEE);
+      if (k->pack_rows) k->pack_rows(w.bytes.data(), w.stride, cols, r0, r0 + rows, packed.data());
+      for (int64_t n : {1, 5, 8, 9, 32, 75}) {
+        const int64_t y_stride = max_rows + 3;
+        const std::string what = std::string(dtype_name(GetParam().type)) + " rows [" + std::to_string(r0) + ", " +
+                                 std::to_string(r0 + rows) + ") cols " + std::to_string(cols) + " tokens " +
+                                 std::to_string(n);
+        const std::vector<float> want = run(*k, w, cols, r0, rows, a, n, y_stride);
+        std::vector<float> y(n * y_stride, -12345.0f);
+        k->gemm_prepared(w.bytes.data(), w.stride, cols, r0, r0 + rows, prepared.data(), prb, n, y.data(), y_stride);
+        EXPECT_EQ(y, want) << what << ": prepared rows";
+        if (!k->pack_rows) continue;
+        std::fill(y.begin(), y.end(), -12345.0f);
+        k->gemm_packed(packed.data(), w.stride, cols, r0, r0 + rows, prepared.data(), prb, n, y.data(), y_stride);
+        check(what + " packed", y, w, a, cols, r0, rows, n, y_stride, &want);
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(MatmulKTypes, MatmulKQuant,

@@ -1,0 +1,206 @@
+// The driver of the K-quant kernels on weights repacked at load, AVX-512 VNNI
+// (matmul_q4_k_avx512.cpp, matmul_q6_k_avx512.cpp): one super-block of 256 weights is one
+// group, in the style of act_q8_groups.h's Group8. Include it from those *_avx512.cpp files
+// only: everything is in an unnamed namespace, so no SIMD code can stand in for a baseline
+// function of the same name at link time.
+//
+// Int32 lane l of a zmm register stands for elements 16l .. 16l + 15 of the super-block
+// (q6_K's sub-block l, half of q4_K's sub-block l / 2), register k holding elements
+// 16l + 4k .. 16l + 4k + 3 in it, so four vpdpbusd (u8 levels x s8 activations) leave each
+// lane's exact integer dot product, and one conversion, one multiply by the lane scales
+// times d_a and one FMA (plus one for q4_K's mins) serve all 256 multiply-adds. The lane
+// scales are decoded once per (row panel, column chunk) and reused by every token tile, as
+// the group driver's dwf (a few tokens decode them per row instead).
+//
+// Prepared activations (the kernels' prepare hook, once per matmul), per token: per
+// super-block kKGroupActBytes bytes: X0..X3 (X_k[4l + i] = q8[16l + 4k + i]), 64 bytes
+// of the family's per-lane term at kAuxOffset (q4_K: d_a * bsums[l] as f32; q6_K: -32 *
+// bsums[l] as int32), d_a in 16 lanes at kDaOffset; then the token's Q8_K row itself (from
+// kKGroupActBytes * nb on), which the file's-layout path reads.
+//
+// A family supplies a trait K:
+//   kSbBytes                the super-block's bytes (the file's: a packed row keeps its size)
+//   kScVecs                 lane-scale vectors per super-block (q4_K: d*sc and dmin*m; q6_K: d*s)
+//   Regs load(g)            the four u8 registers from a packed super-block
+//   lane_scales(g, sc)      its lane scales
+//   step(regs, sc, a, acc)  acc plus the super-block's product with prepared super-block a
+//   aux(blk, out)           the per-lane term from a Q8_K block
+//   pack(src, dst)          a file super-block -> its packed form
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backend/cpu/act_q8.h"
+#include "backend/cpu/act_q8k.h"
+#include "backend/cpu/tile_table.h"
+#include "tensor/quant_blocks.h"
+
+namespace th::cpu {
+namespace {
+
+constexpr int kKActBytes = kKGroupActBytes;       // 384 per prepared super-block
+constexpr int kAuxOffset = 256, kDaOffset = 320;    // in a prepared super-block
+constexpr size_t kQ8KBlock = sizeof(BlockQ8_K);
+
+// The exact integer dot products of a super-block's lanes, starting from start.
+template <class Regs>
+inline __m512i dot_lanes(const Regs& regs, const uint8_t* a, __m512i start) {
+  __m512i dot = _mm512_dpbusd_epi32(start, regs.w[0], _mm512_loadu_si512(a));
+#pragma GCC unroll 4
+  for (int k = 1; k < 4; ++k) dot = _mm512_dpbusd_epi32(dot, regs.w[k], _mm512_loadu_si512(a + 64 * k));
+  return dot;
+}
+
+inline __m512 load_da(const uint8_t* a) { return _mm512_loadu_ps(reinterpret_cast<const float*>(a + kDaOffset)); }
+
+template <class K>
+size_t kq_prepared_row_bytes(int64_t cols) {
+  const int64_t nb = cols / kQKK;
+  return (static_cast<size_t>(nb) * (kKActBytes + kQ8KBlock) + 63) / 64 * 64;
+}
+
+// One token's Q8_K row -> its prepared form at dst.
+template <class K>
+void kq_prepare(const uint8_t* act, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQKK;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = act + b * kQ8KBlock;
+    uint8_t* out = dst + b * kKActBytes;
+    const uint8_t* qs = blk + offsetof(BlockQ8_K, qs);
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 16; ++l) std::memcpy(out + 64 * k + 4 * l, qs + 16 * l + 4 * k, 4);
+    float da;
+    std::memcpy(&da, blk, 4);
+    K::aux(blk, out + kAuxOffset);
+    _mm512_storeu_ps(reinterpret_cast<float*>(out + kDaOffset), _mm512_set1_ps(da));
+  }
+  std::memcpy(dst + nb * kKActBytes, act, static_cast<size_t>(nb) * kQ8KBlock);
+}
+
+// Rows [r0, r1) of W in the file's layout -> the packed layout at out (the same offsets).
+template <class K>
+void kq_pack_rows(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, uint8_t* out) {
+  const int64_t nb = cols / kQKK;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      alignas(64) uint8_t sb[K::kSbBytes];
+      K::pack(w + r * w_row_bytes + b * K::kSbBytes, sb);
+      std::memcpy(out + r * w_row_bytes + b * K::kSbBytes, sb, K::kSbBytes);
+    }
+}
+
+// One R x T tile over nsb super-blocks. Weights: row r's super-block b at w + r * w_row_bytes
+// + b * kSbBytes. Activations: token t's prepared super-block b at act + t * act_stride + b *
+// kKActBytes. kInline: lane scales decoded per (row, super-block) (few tokens); otherwise
+// from sc (kScVecs * 16 floats per super-block, row r at sc + r * sc_stride). add: y +=
+// result, else y = result.
+template <class K, int R, int T, bool kInline>
+[[gnu::always_inline]] inline void kq_tile(const uint8_t* w, size_t w_row_bytes, int64_t nsb, const uint8_t* act,
+                                           size_t act_stride, const float* sc, int64_t sc_stride, float* y,
+                                           int64_t y_stride, bool add) {
+  constexpr int kScFloats = 16 * K::kScVecs;
+  __m512 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* g = w + r * w_row_bytes + b * K::kSbBytes;
+      const typename K::Regs regs = K::load(g);
+      __m512 s[K::kScVecs];
+      if constexpr (kInline) {
+        // A few tokens stream the row from DRAM: its lines 1 KiB ahead (as act_q8_groups.h).
+#pragma GCC unroll 4
+        for (int line = 0; line < (K::kSbBytes + 63) / 64; ++line)
+          _mm_prefetch(reinterpret_cast<const char*>(g + 1024 + 64 * line), _MM_HINT_T0);
+        K::lane_scales(g, s);
+      } else {
+#pragma GCC unroll 2
+        for (int i = 0; i < K::kScVecs; ++i) s[i] = _mm512_load_ps(sc + r * sc_stride + b * kScFloats + 16 * i);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) acc[r][t] = K::step(regs, s, act + t * act_stride + b * kKActBytes, acc[r][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      float* out = y + t * y_stride + r;
+      const float v = _mm512_reduce_add_ps(acc[r][t]);
+      *out = add ? *out + v : v;
+    }
+}
+
+using KqTileFn = void (*)(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, const float*, int64_t, float*,
+                          int64_t, bool);
+
+template <class K, bool kInline>
+struct KqTiles {
+  template <int R, int T>
+  static void tile(const uint8_t* w, size_t w_row_bytes, int64_t nsb, const uint8_t* act, size_t act_stride,
+                   const float* sc, int64_t sc_stride, float* y, int64_t y_stride, bool add) {
+    kq_tile<K, R, T, kInline>(w, w_row_bytes, nsb, act, act_stride, sc, sc_stride, y, y_stride, add);
+  }
+};
+
+// gemm_packed: up to kT tokens, each row streamed once with its scales decoded inline (kR1
+// rows at a time). More: tokens in panels whose prepared activations stay within 256 KiB
+// (L2), columns in chunks of 8 super-blocks (a tile's tokens' chunk, 8 x 3 KiB, stays in
+// L1), rows in panels of 64 whose lane scales are decoded once per chunk for every token
+// tile, then kR x kT tiles: act_q8_groups.h's gemm_groups_prepared without partial groups.
+template <class K, int kR, int kT, int kR1>
+void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                    size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (r1 <= r0 || n_tokens <= 0) return;
+  const int64_t nb = cols / kQKK;
+  if (n_tokens <= kT) {
+    static constexpr TileTable<KqTileFn, kR1, kT, KqTiles<K, true>> table;
+    const int nt = static_cast<int>(n_tokens);
+    for (int64_t r = r0; r < r1; r += kR1) {
+      const int nr = static_cast<int>(min64(kR1, r1 - r));
+      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, nb, act, act_row_bytes, nullptr, 0, y + r, y_stride,
+                               false);
+    }
+    return;
+  }
+  static constexpr TileTable<KqTileFn, kR, kT, KqTiles<K, false>> table;
+  constexpr int64_t kChunk = 8, kRowPanel = 64, kPanelBytes = 256 << 10, kScFloats = 16 * K::kScVecs;
+  const int64_t panel = kT * (1 + kPanelBytes / (kT * nb * kKActBytes));
+  float* sc = thread_scratch(3, static_cast<size_t>(kRowPanel * kChunk * kScFloats));
+  for (int64_t tp = 0; tp < n_tokens; tp += panel) {
+    const int64_t np = min64(panel, n_tokens - tp);
+    for (int64_t c = 0; c < nb; c += kChunk) {
+      const int64_t nc = min64(kChunk, nb - c);
+      for (int64_t rp = r0; rp < r1; rp += kRowPanel) {
+        const int64_t nrp = min64(kRowPanel, r1 - rp);
+        for (int64_t i = 0; i < nrp; ++i) {
+          const uint8_t* wr = w + (rp + i) * w_row_bytes + c * K::kSbBytes;
+          float* d = sc + i * kChunk * kScFloats;
+          for (int64_t b = 0; b < nc; ++b) {
+            __m512 s[K::kScVecs];
+            K::lane_scales(wr + b * K::kSbBytes, s);
+            for (int v = 0; v < K::kScVecs; ++v) _mm512_store_ps(d + b * kScFloats + 16 * v, s[v]);
+          }
+        }
+        for (int64_t t0 = 0; t0 < np; t0 += kT) {
+          const int nt = static_cast<int>(min64(kT, np - t0));
+          const uint8_t* at = act + (tp + t0) * act_row_bytes + c * kKActBytes;
+          for (int64_t r = rp; r < rp + nrp; r += kR) {
+            const int nr = static_cast<int>(min64(kR, rp + nrp - r));
+            table.fn[nr - 1][nt - 1](w + r * w_row_bytes + c * K::kSbBytes, w_row_bytes, nc, at, act_row_bytes,
+                                     sc + (r - rp) * kChunk * kScFloats, kChunk * kScFloats,
+                                     y + (tp + t0) * y_stride + r, y_stride, c > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace th::cpu

@@ -1,0 +1,120 @@
+// q4_K weights x Q8_K activations, AVX-512 VNNI, on weights repacked at load: the
+// pieces act_q8k.h declares for the q4_K kernel's prepare hooks (prepare_q4_k_avx512,
+// pack_rows_q4_k_avx512, gemm_packed_q4_k_avx512), on kquant_groups_avx512.h's driver. The
+// file's layout keeps today's path (gemv_q4_k_avx2 for one token, PanelK4 and
+// panel_gemm_k4_avx512 for more): TOKENHIVE_REPACK=0 runs exactly that.
+//
+// The panel path spends per (row, token, super-block of 256) 4 vpmaddubsw + 4 vpdpwssd
+// and an epilogue of a d * d_a multiply, two FMAs, a conversion and the mins' loads: about
+// 12-13 zmm ops per 256 MACs, and unpacks every row to bytes once per matmul. Here, per
+// (row, token, super-block):
+//   dot  = 4 vpdpbusd                lane l: elements 16l .. 16l + 15, exact
+//   acc += cvt(dot) * (dw * d_a)     dw: d * sc_j in lanes 2j, 2j + 1
+//   acc -= mn * abs                  mn: dmin * m_j, abs: d_a * the lane's 16-element sum
+// 8 ops per 256 MACs; unpacking a row's super-block (2 loads, 2 shifts, 4 ands) is shared
+// by the tile's tokens, and dw, mn are decoded once per row panel and column chunk.
+// Measured (micro_bench BM_BackendMatmul/q4_K, one thread, against TOKENHIVE_REPACK=0, busy
+// machine, medians of 3 alternations): 1.3-2.0x at 32-128 tokens on the 1.1B shapes, 1.4-1.9x
+// at one token; bench model 1.1B q4_K prefill 512 1.53x, batch-32 decode 1.36x (BENCHMARKS.md,
+// "Q4_K repacked", also for the batch-1 decode question).
+//
+// Packed super-block (144 bytes, the file's size, so rows keep their offsets): the
+// nibble image (128 bytes: registers a then b, w0 = a & 15, w1 = a >> 4, w2 = b & 15,
+// w3 = b >> 4, byte 4l + i of w_k being element 16l + 4k + i), then the file's 16 header
+// bytes (d, dmin, scales) unchanged.
+//
+// Rounding: the integer sums are exact in both paths; the float steps differ (this path
+// scales each lane's sum, the panel path the block's scaled integer sum, which can exceed
+// 2^24, and one-token decode runs gemv_q4_k_avx2's lanes on the file's layout), so packed
+// results are not bit-identical to gemm; both stay within a few ulps of sum |w x| (the
+// kquant tests check 2e-5 * sum |w x| against the exact product and against gemm).
+// GCC 12's AVX-512 headers warn on _mm512_undefined_*() once inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "backend/cpu/kquant_groups_avx512.h"
+
+namespace th::cpu {
+
+namespace {
+
+struct Q4KGroup {
+  static constexpr int kSbBytes = sizeof(BlockQ4_K);  // 144
+  static constexpr int kHeader = 128;                 // the header's offset in a packed super-block
+  static constexpr int kScVecs = 2;                   // dw, mn
+  static_assert(kSbBytes == kHeader + 16);
+
+  struct Regs {
+    __m512i w[4];
+  };
+  static Regs load(const uint8_t* g) {
+    const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64), m = _mm512_set1_epi8(0x0F);
+    return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(b, m),
+             _mm512_and_si512(_mm512_srli_epi16(b, 4), m)}};
+  }
+  // dw (d * sc_j) and mn (dmin * m_j) in lanes 2j, 2j + 1, from the header: the 6-bit
+  // unpacking of kquant_avx2.h's scales_and_mins on words u0 u1 u2 at dwords 1..3.
+  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kHeader));  // d|dmin u0 u1 u2
+    const __m128i v = _mm_shuffle_epi32(x, _MM_SHUFFLE(3, 2, 3, 1));                      // u0 u2 u1 u2
+    const __m128i w = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 2, 1, 1));                      // u0 u0 u1 u1
+    const __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
+    const __m128i nib = _mm_and_si128(_mm_srlv_epi32(v, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(w, 2), _mm_set1_epi32(0x30303030));
+    const __m128i sm = _mm_blend_epi32(lo, _mm_or_si128(nib, top), 0b1010);  // sc0..7, m0..7 as bytes
+    const __m512 v16 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm));
+    const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(x));  // d, dmin
+    const __m512 coef =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), dm);
+    const __m512 scaled = _mm512_mul_ps(v16, coef);  // exact: an 11-bit d times a 6-bit scale
+    s[0] = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), scaled);
+    s[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
+                                 scaled);
+  }
+  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
+    const __m512i dot = dot_lanes(regs, a, _mm512_setzero_si512());
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
+    return _mm512_fnmadd_ps(s[1], _mm512_loadu_ps(reinterpret_cast<const float*>(a + kAuxOffset)), acc);
+  }
+  // abs: d_a times each lane's 16-element sum.
+  static void aux(const uint8_t* blk, uint8_t* out) {
+    float da;
+    std::memcpy(&da, blk, 4);
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums)))));
+    _mm512_storeu_ps(reinterpret_cast<float*>(out), _mm512_mul_ps(s, _mm512_set1_ps(da)));
+  }
+  static void pack(const uint8_t* src, uint8_t* dst) {
+    const uint8_t* qs = src + offsetof(BlockQ4_K, qs);
+    // Level of element e: byte 32 (e / 64) + e % 32 of qs, the low nibble for e % 64 < 32.
+    auto level = [&](int e) { return (qs[32 * (e / 64) + e % 32] >> (e % 64 < 32 ? 0 : 4)) & 0xF; };
+    for (int l = 0; l < 16; ++l)
+      for (int i = 0; i < 4; ++i) {
+        dst[4 * l + i] = static_cast<uint8_t>(level(16 * l + i) | level(16 * l + 4 + i) << 4);
+        dst[64 + 4 * l + i] = static_cast<uint8_t>(level(16 * l + 8 + i) | level(16 * l + 12 + i) << 4);
+      }
+    std::memcpy(dst + kHeader, src, 16);  // d, dmin, scales
+  }
+};
+
+// kR x kT tiles for batches; up to kT tokens run kR1 rows at a time with inline scales.
+constexpr int kR = 1, kT = 8, kR1 = 1;
+
+}  // namespace
+
+size_t prepared_row_bytes_q4_k_avx512(int64_t cols) { return kq_prepared_row_bytes<Q4KGroup>(cols); }
+
+void prepare_q4_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst) { kq_prepare<Q4KGroup>(act, cols, dst); }
+
+void pack_rows_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                           uint8_t* out) {
+  kq_pack_rows<Q4KGroup>(w, w_row_bytes, cols, r0, r1, out);
+}
+
+void gemm_packed_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  kq_gemm_packed<Q4KGroup, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
+}
+
+}  // namespace th::cpu

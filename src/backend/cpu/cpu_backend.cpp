@@ -338,8 +338,9 @@ class CpuBackend final : public Backend {
         if (prepare) k.prepare(a, w.cols, prep + static_cast<size_t>(t) * prep_rb);
       }
     });
-    // Packed weights (prepare_weight) come with a packed gemm; the file's layout otherwise.
-    const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr;
+    // Packed weights (prepare_weight) come with a packed gemm; the file's layout otherwise,
+    // and for the few-token matmuls a kernel streams faster from the file (packed_min_tokens).
+    const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr && n >= k.packed_min_tokens;
     const auto gemm = packed ? k.gemm_packed : prepare ? k.gemm_prepared : k.gemm;
     const uint8_t* in = prepare ? prep : act;
     const size_t in_rb = prepare ? prep_rb : act_rb;

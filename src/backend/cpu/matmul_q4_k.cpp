@@ -57,7 +57,8 @@ void gemm_prepared_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t col
 }  // namespace
 
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_q4_k_avx512.cpp's
-// super-block groups instead, for every token count: within the kquant tests' rounding
+// super-block groups instead from two tokens on (one token streams the file's layout
+// through gemv, faster): within the kquant tests' rounding
 // bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q4_k_avx512() {
   return {DType::Q4_K,
@@ -69,7 +70,8 @@ MatmulKernel matmul_q4_k_avx512() {
           prepare_q4_k_avx512,
           gemm_prepared_q4_k_avx512,
           pack_rows_q4_k_avx512,
-          gemm_packed_q4_k_avx512};
+          gemm_packed_q4_k_avx512,
+          /*packed_min_tokens=*/2};
 }
 
 }  // namespace th::cpu

@@ -411,7 +411,9 @@ TEST(MatmulRegistry, Avx512PreparesWhereAvx2Does) {
     const MatmulKernel* avx512 = find_matmul_kernel(t, Isa::Avx512);
     ASSERT_NE(avx2, nullptr) << dtype_name(t);
     ASSERT_NE(avx512, nullptr) << dtype_name(t);
-    if (avx2->prepare) EXPECT_NE(avx512->prepare, nullptr) << dtype_name(t);  // q4_K, q6_K prepare on AVX-512 alone
+    if (avx2->prepare) {  // q4_K, q6_K prepare on AVX-512 alone
+      EXPECT_NE(avx512->prepare, nullptr) << dtype_name(t);
+    }
     if (avx512->prepare) {
       EXPECT_NE(avx512->prepared_row_bytes, nullptr) << dtype_name(t);
       EXPECT_NE(avx512->gemm_prepared, nullptr) << dtype_name(t);

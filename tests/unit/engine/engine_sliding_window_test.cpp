@@ -148,7 +148,9 @@ TEST_F(EngineSlidingWindow, BatchedWithPreemptionEqualsEachAlone) {
       EXPECT_EQ(got[i].tokens, alone[i]) << "request " << i << ", host " << host;
     }
     EXPECT_GT(stats.preempted_swap + stats.preempted_recompute, 0) << "host " << host;
-    if (host > 0) EXPECT_GT(stats.preempted_swap, 0);
+    if (host > 0) {
+      EXPECT_GT(stats.preempted_swap, 0);
+    }
     EXPECT_EQ(stats.kv.primary_used, 0);
   }
 }

@@ -327,8 +327,10 @@ class CpuBackend final : public Backend {
     if (act_.size() < static_cast<size_t>(n) * act_rb) act_.resize(static_cast<size_t>(n) * act_rb);
     uint8_t* act = act_.data();
     // A kernel with a prepare step gets its activations prepared here, once, rather than
-    // in every chunk's gemm call.
-    const bool prepare = k.prepare != nullptr;
+    // in every chunk's gemm call; not for the few-token matmuls it runs on the file's layout
+    // (packed_min_tokens), where gemm reads the act rows as they are (gemm_prepared gives
+    // the same results bit for bit, after a pass that would only copy them).
+    const bool prepare = k.prepare != nullptr && n >= k.packed_min_tokens;
     const size_t prep_rb = prepare ? k.prepared_row_bytes(w.cols) : 0;
     uint8_t* prep = prepared_.reserve(static_cast<size_t>(n) * prep_rb);
     parallel_rows(n, w.cols, [&](int64_t t0, int64_t t1) {
@@ -338,9 +340,8 @@ class CpuBackend final : public Backend {
         if (prepare) k.prepare(a, w.cols, prep + static_cast<size_t>(t) * prep_rb);
       }
     });
-    // Packed weights (prepare_weight) come with a packed gemm; the file's layout otherwise,
-    // and for the few-token matmuls a kernel streams faster from the file (packed_min_tokens).
-    const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr && n >= k.packed_min_tokens;
+    // Packed weights (prepare_weight) come with a packed gemm; the file's layout otherwise.
+    const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr;
     const auto gemm = packed ? k.gemm_packed : prepare ? k.gemm_prepared : k.gemm;
     const uint8_t* in = prepare ? prep : act;
     const size_t in_rb = prepare ? prep_rb : act_rb;

@@ -80,6 +80,7 @@ struct ServeFlags {
   std::string kv_dtype = "f32";
   std::string compute_types = "native";
   std::string default_compute_type = "native";
+  std::string compute_type_steps = "grouped";
   int64_t max_model_len = 0;
   int64_t max_pending = 256;
   int warmup = 8;
@@ -162,6 +163,10 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
       ->capture_default_str();
   app.add_option("--default-compute-type", f.default_compute_type, "what a request's compute_type \"auto\" means")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "native"}))->capture_default_str();
+  app.add_option("--compute-type-steps", f.compute_type_steps,
+                 "requests of several compute types: grouped (each step runs every type, one forward pass per "
+                 "type) or alternating (each step runs one type, round robin)")
+      ->check(CLI::IsMember({"grouped", "alternating"}))->capture_default_str();
   app.add_option("--max-model-len", f.max_model_len, "positions per sequence; 0: the model's context")->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("--max-pending", f.max_pending, "requests in the engine at once; more get 429")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--shutdown-timeout", f.shutdown_timeout, "seconds in-flight requests get to finish after SIGTERM")
@@ -504,6 +509,7 @@ int run_serve(int argc, char** argv) {
   if (!ec.ok()) return fail(ec.message());
   f.max_num_seqs = ec->max_seqs;
   ec->default_compute_type = default_type;
+  ec->alternate_compute_types = f.compute_type_steps == "alternating";
   if (!(*model)->has_compute_type(default_type))
     return fail("--default-compute-type " + f.default_compute_type + ": " + (*model)->unavailable_reason(default_type));
   Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, *ec);

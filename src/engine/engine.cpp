@@ -419,8 +419,17 @@ Status Engine::step_impl() {
   if (!seqs_.empty()) {
     const Clock::time_point began = Clock::now();
     SchedulerState st = scheduler_state();
+    std::optional<SchedulerState> all;  // alternating steps: every type's, when one type's plan is empty
+    if (config_.alternate_compute_types) {
+      SchedulerState whole = st;
+      if (keep_one_compute_type(st)) all = std::move(whole);
+    }
     size_step_for_slo(st);
-    const Decision d = scheduler_->schedule(st);
+    Decision d = scheduler_->schedule(st);
+    if (all && d.run.empty() && d.preempt.empty()) {
+      size_step_for_slo(*all);
+      d = scheduler_->schedule(*all);
+    }
     for (const Decision::Preemption& p : d.preempt) apply_preemption(p);
     if (!d.run.empty()) {
       status = run_batch(d);

@@ -48,6 +48,10 @@ struct EngineConfig {
   bool check_invariants = false;               // recount the KV cache's references after every step (tests)
   ComputeType default_compute_type = ComputeType::Native;  // what `auto` means; must be loaded in the model
   SloConfig slo;  // latency targets: each step sized by the learned step cost (slo_policy.h); none by default
+  // Sequences of several compute types: false (the default), each step runs every type's
+  // sequences, one forward pass per type; true, each step runs one type's, round robin
+  // (BENCHMARKS.md, "Mixed compute types: grouped or alternating steps").
+  bool alternate_compute_types = false;
 };
 
 class Engine {
@@ -105,6 +109,8 @@ class Engine {
   double seconds_since_start(Clock::time_point t) const;
   // SLO scheduling (engine_slo.cpp).
   void size_step_for_slo(SchedulerState& st);
+  // Alternating compute types (engine_compute_types.cpp).
+  bool keep_one_compute_type(SchedulerState& st);
   void count_slo(const Sequence& s);
   void hold_for_batch_window();
 
@@ -133,6 +139,7 @@ class Engine {
   StepFeatures last_features_;  // of the step run_batch just ran
   double arrival_gap_ = 0;      // mean seconds between submissions (moving average), for the batch window
   std::optional<Clock::time_point> last_arrival_;
+  ComputeType last_step_type_ = ComputeType::Auto;  // alternating steps: the type the last step ran
 
   std::thread thread_;
   std::atomic<bool> running_{false}, stop_requested_{false};

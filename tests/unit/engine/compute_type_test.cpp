@@ -188,19 +188,16 @@ TEST(ComputeTypes, EngineRefusesATypeNotLoadedNamingTheLoadedOnes) {
 }
 
 // Sixteen requests, a quarter in each type (and some auto = the default), served together
-// with preemption pressure: each one's tokens equal its type alone through Generator.
+// with preemption pressure: each one's tokens equal its type alone through Generator, with
+// every type in each step (the default) and with the types taking turns
+// (alternate_compute_types), which runs more, smaller steps.
 TEST(ComputeTypes, MixedTypesInOneBatchEqualEachTypeAlone) {
   LoadedModel l = stories_with_every_type();
   ASSERT_TRUE(l.model);
-  EngineConfig c = small_config(ComputeType::Bf16);
-  c.kv.primary_blocks = 48;  // 192 positions for 16 sequences of up to 41: some wait or are preempted
-  c.kv.host_blocks = 64;
-  auto e = Engine::create(*l.model, *l.backend, c);
-  ASSERT_TRUE(e.ok()) << e.message();
   const ComputeType types[] = {ComputeType::Fp32, ComputeType::Bf16, ComputeType::Fp16, ComputeType::Fp8,
                                ComputeType::Auto};
   std::vector<GenerateRequest> reqs;
-  std::vector<RequestStream> streams;
+  std::vector<std::vector<int32_t>> want;
   for (int i = 0; i < 16; ++i) {
     GenerateRequest r;
     r.prompt = {1, 403 + i % 5, 407, 261 + i};
@@ -208,31 +205,45 @@ TEST(ComputeTypes, MixedTypesInOneBatchEqualEachTypeAlone) {
     r.ignore_eos = true;
     r.compute_type = types[i % 5];
     reqs.push_back(r);
-    Result<RequestStream> s = (*e)->submit(r);
-    ASSERT_TRUE(s.ok()) << s.message();
-    streams.push_back(std::move(*s));
-  }
-  std::vector<Collected> got(streams.size());
-  for (int step = 0; step < 10000 && (*e)->has_work(); ++step) {
-    ASSERT_TRUE((*e)->step().ok());
-    for (size_t i = 0; i < streams.size(); ++i) test::collect(streams[i], got[i]);
-  }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    test::collect(streams[i], got[i]);
-    GenerateRequest alone = reqs[i];
-    const ComputeType t = alone.compute_type == ComputeType::Auto ? ComputeType::Bf16 : alone.compute_type;
+    want.emplace_back();
     Generator gen(*l.model, *l.backend, {});
     GenerateOptions o;
-    o.max_tokens = alone.max_tokens;
+    o.max_tokens = r.max_tokens;
     o.ignore_eos = true;
-    o.compute_type = t;
-    std::vector<int32_t> want;
-    ASSERT_TRUE(gen.run(alone.prompt, o, [&](int32_t tok) {
-                     want.push_back(tok);
+    o.compute_type = r.compute_type == ComputeType::Auto ? ComputeType::Bf16 : r.compute_type;
+    ASSERT_TRUE(gen.run(r.prompt, o, [&](int32_t tok) {
+                     want.back().push_back(tok);
                      return true;
                    }).ok());
-    EXPECT_EQ(got[i].tokens, want) << "request " << i << " in " << compute_type_name(t);
   }
+  int64_t steps[2] = {0, 0};
+  for (bool alternate : {false, true}) {
+    EngineConfig c = small_config(ComputeType::Bf16);
+    c.kv.primary_blocks = 48;  // 192 positions for 16 sequences of up to 41: some wait or are preempted
+    c.kv.host_blocks = 64;
+    c.alternate_compute_types = alternate;
+    auto e = Engine::create(*l.model, *l.backend, c);
+    ASSERT_TRUE(e.ok()) << e.message();
+    std::vector<RequestStream> streams;
+    for (const GenerateRequest& r : reqs) {
+      Result<RequestStream> s = (*e)->submit(r);
+      ASSERT_TRUE(s.ok()) << s.message();
+      streams.push_back(std::move(*s));
+    }
+    std::vector<Collected> got(streams.size());
+    for (int step = 0; step < 10000 && (*e)->has_work(); ++step) {
+      ASSERT_TRUE((*e)->step().ok());
+      for (size_t i = 0; i < streams.size(); ++i) test::collect(streams[i], got[i]);
+    }
+    for (size_t i = 0; i < streams.size(); ++i) {
+      test::collect(streams[i], got[i]);
+      EXPECT_EQ(got[i].tokens, want[i]) << "request " << i << " in " << compute_type_name(reqs[i].compute_type)
+                                        << (alternate ? ", alternating steps" : "");
+    }
+    steps[alternate] = (*e)->stats().steps;
+  }
+  // Four types taking turns: each sequence advances every fourth step at most.
+  EXPECT_GT(steps[1], 2 * steps[0]) << "grouped " << steps[0] << " steps, alternating " << steps[1];
 }
 
 }  // namespace

@@ -58,5 +58,13 @@ scripts/fuzz.sh "$FUZZ_SECONDS" || fuzz_rc=$?
 if [ "$fuzz_rc" -ne 0 ]; then total_fail=$((total_fail + 1)); echo "test.sh: fuzzing found a failure"; fi
 
 echo
+# CI shows the end of this output: name each failed test again here, with its failure lines.
+for d in build build-asan; do
+  [ -s "$d/Testing/Temporary/LastTestsFailed.log" ] || continue
+  echo "$d: failed ctest shards: $(tr '\n' ' ' < "$d/Testing/Temporary/LastTestsFailed.log")"
+  awk -v d="$d" '/: Failure$/ {n = 4} /^\[  FAILED  \] [A-Za-z]/ && !/listed below/ {n = 1}
+    /==[0-9]+==ERROR|^SUMMARY: |\*\*\*Timeout/ {n = 2} n > 0 {print d ": " $0; n--}' \
+    "$d/Testing/Temporary/LastTest.log" | head -60
+done
 echo "tests: ${total_pass} passed, ${total_fail} failed"
 [ "$total_fail" -eq 0 ]

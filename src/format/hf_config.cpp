@@ -228,9 +228,47 @@ Status read_phi3(const json& j, const std::string& a, HfConfig& c, int64_t n_ctx
 
 }  // namespace
 
+const json& gemma3_text_defaults() {
+  // Unsigned, as JSON's parser reads a non-negative integer (int_key asks for one).
+  static const json d = {{"vocab_size", 262208u},           {"hidden_size", 2304u},
+                         {"intermediate_size", 9216u},       {"num_hidden_layers", 26u},
+                         {"num_attention_heads", 8u},        {"num_key_value_heads", 4u},
+                         {"head_dim", 256u},                 {"hidden_activation", "gelu_pytorch_tanh"},
+                         {"max_position_embeddings", 131072u}, {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 1000000.0},         {"query_pre_attn_scalar", 256u},
+                         {"sliding_window", 4096u},          {"rope_local_base_freq", 10000.0},
+                         {"sliding_window_pattern", 6u},     {"tie_word_embeddings", true}};
+  return d;
+}
+
+namespace {
+Result<HfConfig> text_model_config(const json& j, const std::string& name);
+}  // namespace
+
 Result<HfConfig> parse_hf_config(std::string_view text, const std::string& name) {
   const json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::errorf(name, ": not a JSON object");
+  auto tc = j.find("text_config");
+  if (j.value("model_type", json()) != "gemma3" || tc == j.end()) return text_model_config(j, name);
+  // Gemma3ForConditionalGeneration: the text model is text_config over the top level's keys
+  // over Gemma3TextConfig's defaults (as llama.cpp's converter merges them); its tensors are
+  // language_model.*; vision_config and the vision tower's tensors are left alone.
+  if (!tc->is_object()) return Status::errorf(name, ": 'text_config' is not an object");
+  json t = gemma3_text_defaults();
+  for (const auto& [k, v] : j.items())
+    if (k != "text_config" && k != "vision_config") t[k] = v;
+  for (const auto& [k, v] : tc->items()) t[k] = v;
+  if (t["model_type"] != "gemma3" && t["model_type"] != "gemma3_text")
+    return Status::errorf(name, ": text_config's model_type ", t["model_type"].dump(), " is not gemma3_text");
+  t["model_type"] = "gemma3_text";
+  TH_ASSIGN_OR_RETURN(HfConfig c, text_model_config(t, name + " (text_config)"));
+  c.tensor_prefix = "language_model.";
+  return c;
+}
+
+namespace {
+
+Result<HfConfig> text_model_config(const json& j, const std::string& name) {
   HfConfig c;
   auto mt = j.find("model_type");
   if (mt == j.end() || !mt->is_string()) return Status::errorf(name, ": 'model_type' is missing");
@@ -296,5 +334,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& name)
   if (c.arch->model_type == "mixtral" || arch == "qwen3moe") TH_RETURN_IF_ERROR(read_experts(j, a, c, name));
   return c;
 }
+
+}  // namespace
 
 }  // namespace th

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "base/status.h"
 #include "format/gguf.h"
 
@@ -73,10 +75,18 @@ struct HfConfig {
   std::vector<std::pair<std::string, std::vector<float>>> extra_tensors;
   bool tied = false;  // tie_word_embeddings: lm_head is the embedding
   int64_t bos = -1, eos = -1;  // bos_token_id / eos_token_id (-1: absent)
+  // Before every tensor name of the table: "language_model." for a vision-language folder
+  // (Gemma3ForConditionalGeneration), whose vision tower and projector are not loaded.
+  std::string tensor_prefix;
   int64_t dim(HfDim d) const;
 };
 
-/// @brief Parses config.json's text; `name` (its path) prefixes every error.
+/// @brief Parses config.json's text; `name` (its path) prefixes every error. A Gemma 3
+/// vision-language config (model_type "gemma3" with a text_config) is read as its text model.
 Result<HfConfig> parse_hf_config(std::string_view text, const std::string& name);
+
+/// @brief Gemma3TextConfig's defaults (transformers), which the hub's vision-language Gemma 3
+/// configs leave out of their text_config (the 4B's lists six keys).
+const nlohmann::json& gemma3_text_defaults();
 
 }  // namespace th

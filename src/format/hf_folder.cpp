@@ -91,18 +91,18 @@ std::string shape_text(const std::vector<int64_t>& s) {
 // A tensor found and checked against its row (dtype, shape) for layer `l`, expert `e`.
 Result<const Located*> find_checked(const HfConfig& c, const HfTensorRow& row, const std::string& hf,
                                     const std::map<std::string, Located>& by_name, const std::string& weights_name) {
-  auto it = by_name.find(hf);
+  auto it = by_name.find(c.tensor_prefix + hf);
   if (it == by_name.end()) {
     if (row.optional) return static_cast<const Located*>(nullptr);
-    return Status::errorf(weights_name, ": missing tensor '", hf, "'");
+    return Status::errorf(weights_name, ": missing tensor '", c.tensor_prefix + hf, "'");
   }
   const SafetensorsTensor& t = *it->second.t;
   if (!t.supported)
-    return Status::errorf(it->second.file, ": tensor '", hf, "' has dtype ", t.dtype, " (supported: F32, F16, BF16)");
+    return Status::errorf(it->second.file, ": tensor '", it->first, "' has dtype ", t.dtype, " (supported: F32, F16, BF16)");
   std::vector<int64_t> want{c.dim(row.rows)};
   if (row.cols != HfDim::None) want.push_back(c.dim(row.cols));
   if (t.shape != want)
-    return Status::errorf(it->second.file, ": tensor '", hf, "' has shape ", shape_text(t.shape), ", expected ",
+    return Status::errorf(it->second.file, ": tensor '", it->first, "' has shape ", shape_text(t.shape), ", expected ",
                           shape_text(want), " (from config.json)");
   return &it->second;
 }

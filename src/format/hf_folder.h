@@ -22,6 +22,10 @@ Result<GgufFile> open_hf_folder(const std::string& dir);
 struct HfWriteOptions {
   int shards = 1;             // 1: model.safetensors; more: model-0000i-of-0000n.safetensors + the index
   std::string rope_scaling;   // config.json's rope_scaling object as JSON text ("": none)
+  // gemma3 only: as a vision-language folder (Gemma3ForConditionalGeneration): config.json's
+  // text_config without the keys equal to Gemma3TextConfig's defaults, tensors under
+  // "language_model.", and a small vision tower and projector beside them.
+  bool vision_language = false;
 };
 
 /// @brief Writes a GGUF model (every architecture of hf_config.h's tables; f32/f16/bf16; a

@@ -194,6 +194,19 @@ Status write_tokenizer(const GgufFile& g, const std::string& dir) {
   return write_text(dir + "/tokenizer_config.json", cfg.dump());
 }
 
+// The text model's config as a Gemma3ForConditionalGeneration's, as the hub's are written.
+json vision_language_config(const json& text) {
+  json tc = json::object();
+  for (const auto& [k, v] : text.items())
+    if (k != "architectures" && !(gemma3_text_defaults().contains(k) && gemma3_text_defaults()[k] == v)) tc[k] = v;
+  tc["model_type"] = "gemma3_text";
+  return {{"model_type", "gemma3"},
+          {"architectures", {"Gemma3ForConditionalGeneration"}},
+          {"mm_tokens_per_image", 256},
+          {"text_config", tc},
+          {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 8}, {"patch_size", 2}}}};
+}
+
 }  // namespace
 
 Status write_hf_folder(const GgufFile& g, const std::string& dir, const HfWriteOptions& o) {
@@ -204,10 +217,12 @@ Status write_hf_folder(const GgufFile& g, const std::string& dir, const HfWriteO
   const HfArch* A = find_hf_arch_for_gguf(arch, experts, g.has(a + "attention.sliding_window"));
   if (!A) return Status::errorf(g.name(), ": architecture '", arch, "' has no Hugging Face table (", hf_arch_names(), ")");
   TH_ASSIGN_OR_RETURN(json config, config_json(g, *A, o));
+  if (o.vision_language && arch != "gemma3")
+    return Status::errorf(g.name(), ": only gemma3 is written as a vision-language folder, not '", arch, "'");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::errorf(dir, ": cannot create: ", ec.message());
-  TH_RETURN_IF_ERROR(write_text(dir + "/config.json", config.dump(1)));
+  TH_RETURN_IF_ERROR(write_text(dir + "/config.json", (o.vision_language ? vision_language_config(config) : config).dump(1)));
   TH_RETURN_IF_ERROR(write_tokenizer(g, dir));
 
   const int64_t n_layer = config["num_hidden_layers"], n_head = config["num_attention_heads"],
@@ -257,6 +272,14 @@ Status write_hf_folder(const GgufFile& g, const std::string& dir, const HfWriteO
       }
       out.push_back(std::move(s));
     }
+  }
+  if (o.vision_language) {  // what the text model must not load or trip on
+    for (SafetensorsTensor& t : out) t.name = "language_model." + t.name;
+    owned.emplace_back(8 * 12 * sizeof(float), uint8_t{0x3c});
+    for (const char* name : {"vision_tower.vision_model.embeddings.patch_embedding.weight",
+                             "multi_modal_projector.mm_input_projection_weight"})
+      out.push_back(SafetensorsTensor{.name = name, .dtype = "F32", .shape = {8, 12}, .data = owned.back().data(),
+                                      .nbytes = owned.back().size()});
   }
   if (o.shards <= 1) return write_safetensors(dir + "/model.safetensors", out);
   json index = {{"metadata", json::object()}, {"weight_map", json::object()}};

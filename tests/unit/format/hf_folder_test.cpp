@@ -254,6 +254,31 @@ TEST(HfConfig, ArchitectureKeysAndErrors) {
   EXPECT_EQ(err(cfg("qwen2", R"(, "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 0.7})")),
             "d/config.json: rope_scaling yarn with 'mscale' is not supported (its defaults only)");
   EXPECT_EQ(err(cfg("gemma3", gemma3)).rfind("d/config.json: unsupported model_type 'gemma3' (supported: ", 0), 0u);
+
+  // Gemma 3 4B's config.json as on the hub: the text_config lists only what differs from
+  // Gemma3TextConfig's defaults; the rest (heads, head_dim, vocab, the window pattern) are those.
+  c = parse_hf_config(R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+      "eos_token_id": [1, 106], "mm_tokens_per_image": 256, "text_config": {"hidden_size": 2560,
+      "intermediate_size": 10240, "model_type": "gemma3_text", "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0,
+      "rope_type": "linear"}, "sliding_window": 1024}, "vision_config": {"model_type": "siglip_vision_model"}})",
+                      "d/config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->tensor_prefix, "language_model.");
+  EXPECT_EQ(c->n_layer, 34);
+  EXPECT_EQ(c->n_head, 8);
+  EXPECT_EQ(c->n_head_kv, 4);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->n_vocab, 262208);
+  EXPECT_EQ(c->eos, 1);
+  EXPECT_TRUE(c->tied);
+  EXPECT_EQ(std::get<int64_t>(key(*c, "gemma3.attention.sliding_window")->v), 1024);
+  EXPECT_EQ(std::get<int64_t>(key(*c, "gemma3.attention.sliding_window_pattern")->v), 6);
+  EXPECT_EQ(std::get<double>(key(*c, "gemma3.rope.scaling.factor")->v), 8.0);
+  EXPECT_EQ(err(R"({"model_type": "gemma3", "text_config": [1]})"), "d/config.json: 'text_config' is not an object");
+  EXPECT_EQ(err(R"({"model_type": "gemma3", "text_config": {"model_type": "llama"}})"),
+            "d/config.json: text_config's model_type \"llama\" is not gemma3_text");
+  EXPECT_EQ(err(R"({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_activation": "silu"}})"),
+            "d/config.json (text_config): hidden_activation \"silu\" is not supported (gelu_pytorch_tanh)");
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // A model written by mkmodel as GGUF and as a Hugging Face folder (write_hf_folder) gives
 // the same logits from both, for every architecture (the GGUF path is the one checked against
-// llama.cpp). qwen2/qwen3/qwen3moe/gemma2/gemma3/phi3 keep the same layout: bit for bit
+// llama.cpp); gemma3 also as a vision-language folder (text_config over Gemma3TextConfig's
+// defaults, tensors under language_model., a vision tower not loaded). qwen2/qwen3/qwen3moe/
+// gemma2/gemma3/phi3 keep the same layout: bit for bit
 // (gemma's norms go through w - 1 + 1, exact for w in [0.9, 1.1] by Sterbenz; phi3's rope
 // factors through JSON's shortest round-trip text). llama's (mistral's, mixtral's) HF q/k
 // rows are in rotate-half order (not permuted as in the GGUF) and run with half-rotating
@@ -12,11 +14,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include <nlohmann/json.hpp>
+
 #include "format/gguf.h"
 #include "format/hf_folder.h"
 #include "kv/kv_cache.h"
@@ -69,7 +74,8 @@ TEST_P(HfFolderModel, SameLogitsAsGguf) {
   spec.shape = *synthetic_shape("tiny");
   spec.type = DType::F32;
   spec.tied_output = c.tied;
-  ASSERT_TRUE(apply_synthetic_arch(c.arch, spec).ok());
+  const bool vl = c.arch == "gemma3-vl";  // the same model as a vision-language folder
+  ASSERT_TRUE(apply_synthetic_arch(vl ? "gemma3" : c.arch, spec).ok());
   const std::string gguf_path = test::temp_path("hf_" + c.arch + ".gguf");
   const std::string dir = test::temp_path("hf_" + c.arch);
   ASSERT_TRUE(write_synthetic_model(spec, *vocab, gguf_path).ok());
@@ -79,7 +85,15 @@ TEST_P(HfFolderModel, SameLogitsAsGguf) {
   o.shards = c.shards;
   o.rope_scaling = synthetic_hf_rope_scaling(spec);  // llama3: what its rope_freqs.weight is made from
   EXPECT_EQ(o.rope_scaling.empty(), !spec.llama3_rope);
+  o.vision_language = vl;
   ASSERT_TRUE(write_hf_folder(*g, dir, o).ok());
+  if (vl) {  // the text model's keys at their Gemma3TextConfig defaults are left out, as on the hub
+    std::ifstream in(dir + "/config.json");
+    const nlohmann::json cfg = nlohmann::json::parse(in);
+    EXPECT_EQ(cfg["architectures"][0], "Gemma3ForConditionalGeneration");
+    EXPECT_FALSE(cfg["text_config"].contains("hidden_activation"));
+    EXPECT_FALSE(cfg["text_config"].contains("rope_local_base_freq"));
+  }
   EXPECT_EQ(std::filesystem::exists(dir + "/model.safetensors.index.json"), c.shards > 1);
   Result<GgufFile> h = open_hf_folder(dir);
   ASSERT_TRUE(h.ok()) << h.message();
@@ -125,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, HfFolderModel,
                                            Case{"mistral", 1, false, 1e-5}, Case{"mixtral", 3, false, 1e-5},
                                            Case{"qwen2", 2, false, 0}, Case{"qwen2-yarn", 1, false, 0}, Case{"qwen3", 1, true, 0},
                                            Case{"qwen3moe", 3, false, 0}, Case{"gemma2", 2, false, 0},
-                                           Case{"gemma3", 1, false, 0}, Case{"phi3", 2, false, 0}),
+                                           Case{"gemma3", 1, false, 0}, Case{"gemma3-vl", 2, false, 0},
+                                           Case{"phi3", 2, false, 0}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.arch;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -308,6 +308,14 @@ Result<HfConfig> text_model_config(const json& j, const std::string& name) {
     if (v.is_number_unsigned()) *out = static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), 1ull << 31));
   }
 
+  // Qwen2/Qwen3's use_sliding_window puts windows on the layers from max_window_layers up,
+  // which neither the GGUF keys nor llama.cpp's graphs express; every released config has
+  // false, so true is refused rather than served without the windows.
+  if (auto u = j.find("use_sliding_window"); u != j.end() && !u->is_null()) {
+    if (!u->is_boolean()) return Status::errorf(name, ": 'use_sliding_window' is not a boolean");
+    if (u->get<bool>())
+      return Status::errorf(name, ": use_sliding_window true is not supported (sliding windows from max_window_layers on)");
+  }
   const std::string arch(c.arch->gguf_arch), a = arch + ".";
   auto& m = c.metadata;
   m.emplace_back("general.architecture", GgufValue{GgufType::STRING, arch});

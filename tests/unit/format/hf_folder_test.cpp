@@ -253,6 +253,9 @@ TEST(HfConfig, ArchitectureKeysAndErrors) {
             "d/config.json: rope_scaling 'long_factor' is not a list of 8 numbers (rope dimensions / 2)");
   EXPECT_EQ(err(cfg("qwen2", R"(, "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 0.7})")),
             "d/config.json: rope_scaling yarn with 'mscale' is not supported (its defaults only)");
+  EXPECT_TRUE(parse_hf_config(cfg("qwen2", R"(, "use_sliding_window": false, "max_window_layers": 1)"), "d").ok());
+  EXPECT_EQ(err(cfg("qwen2", R"(, "use_sliding_window": true, "sliding_window": 64, "max_window_layers": 1)")),
+            "d/config.json: use_sliding_window true is not supported (sliding windows from max_window_layers on)");
   EXPECT_EQ(err(cfg("gemma3", gemma3)).rfind("d/config.json: unsupported model_type 'gemma3' (supported: ", 0), 0u);
 
   // Gemma 3 4B's config.json as on the hub: the text_config lists only what differs from

@@ -253,6 +253,31 @@ TEST(FailoverClient, SeveralChoicesBrokenMidwayGoOnOneByOne) {
   EXPECT_EQ(s.tries, 3u);
 }
 
+// The endpoint dies after every choice's finish, before its usage chunk and [DONE]: nothing
+// is resumed; the caller gets the usage chunk made from what it has, then [DONE].
+TEST(FailoverClient, AStreamBrokenAfterTheLastFinishGetsItsUsageAndDone) {
+  OneShotServer a(sse_answer({R"({"id":"cmpl-1","object":"text_completion","created":5,"model":"m","choices":[{"index":0,"text":" A","prompt_token_ids":[1,7,9],"token_ids":[40],"finish_reason":"length"},{"index":1,"text":" B","prompt_token_ids":[1,7,9],"token_ids":[50],"finish_reason":"length"}]})"},
+                             false));
+  RefusingPort unused;  // nothing is resumed: never tried
+  auto c = FailoverClient::create(a.url() + "," + unused.url());
+  ASSERT_TRUE(c.ok()) << c.message();
+  std::vector<std::string> got;
+  Result<Response> r = (*c)->stream_events(
+      "POST", "/v1/completions", R"({"prompt":"Once","n":2,"max_tokens":1,"stream":true,"stream_options":{"include_usage":true}})",
+      [&](const SseEvent& e) {
+        got.push_back(e.data);
+        return true;
+      });
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->status, 200);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1], R"({"id":"cmpl-1","object":"text_completion","created":5,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}})");
+  EXPECT_EQ(got[2], "[DONE]");
+  const FailoverStats s = (*c)->stats();
+  EXPECT_EQ(s.tries, 1u);
+  EXPECT_EQ(s.resumes, 0u);
+}
+
 // A choice's own request refused (a 400, not a failure): the stream ends with that error.
 TEST(FailoverClient, AChoiceRefusedWhileMovingEndsTheStreamWithItsError) {
   OneShotServer a(sse_answer({R"({"id":"cmpl-1","choices":[{"index":0,"text":" A","prompt_token_ids":[1],"token_ids":[40]},{"index":1,"text":" B","prompt_token_ids":[1],"token_ids":[50]}]})"},

@@ -1,6 +1,9 @@
 #include "client/failover_client.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <optional>
 #include <thread>
 
 #include "client/stream_resume.h"
@@ -21,6 +24,37 @@ bool is_failing_status(int status) { return status == 502 || status == 503 || st
 std::string tries_text(int n) { return n == 1 ? std::string("1 try") : cat(n, " tries"); }
 
 std::string first_line(const std::string& body) { return body.substr(0, std::min<size_t>(body.find('\n'), 200)); }
+
+bool is_2xx(int status) { return status >= 200 && status <= 299; }
+
+// The end of a stream whose every choice finished but whose endpoints did not all send their
+// usage chunk and [DONE]: the usage chunk made from what the caller has (if asked for), [DONE].
+Response finish_stream(const StreamRequest& q, const StreamProgress& p, const SseReader::OnEvent& on_event, int tries) {
+  if (!p.done) {
+    if (std::optional<std::string> usage = final_usage_chunk(q, p)) {
+      SseEvent u;
+      u.data = std::move(*usage);
+      if (on_event(u)) {
+        SseEvent done;
+        done.data = "[DONE]";
+        on_event(done);
+      }
+    } else {
+      SseEvent done;
+      done.data = "[DONE]";
+      on_event(done);
+    }
+  }
+  Response ok;
+  ok.status = 200;
+  ok.attempts = tries;
+  return ok;
+}
+
+// Choices resumed at once after a break: each is one blocking stream on its own thread.
+// The server's own limit on n is 16 (server/api_request.h, max_n); a larger stream's
+// choices wait for a thread.
+constexpr size_t kMaxLegThreads = 16;
 
 }  // namespace
 
@@ -264,22 +298,16 @@ Result<Response> FailoverClient::stream_events(std::string method, std::string p
     call.errors[i] = r.ok() ? cat("HTTP ", r->status, " ", first_line(r->body)) : r.message();
     if (r.ok() && !resuming) last_answer = std::move(*r);
     if (p.events == 0) continue;  // nothing reached the caller: the same request elsewhere
-    if ((p.all_finished(1) && q.movable) || p.done) {
-      // Only [DONE] (and a usage chunk, if asked for) was missing: the text is whole.
-      SseEvent done;
-      done.data = "[DONE]";
-      if (!p.done) on_event(done);
-      Response ok;
-      ok.status = 200;
-      ok.attempts = call.tries;
-      return ok;
-    }
+    if ((q.movable && p.all_finished(static_cast<size_t>(q.choices()))) || p.done)
+      return finish_stream(q, p, on_event, call.tries);  // only the usage chunk and [DONE] were missing
     if (!can_resume(q, p))
       return Status::errorf(path, ": the stream through ", endpoints_[i]->url, " broke after ", p.events,
-                            " events and cannot move (it needs stream, n = 1, one prompt, no echo): ", call.errors[i]);
+                            " events and cannot move (it needs stream, no echo, no continuation of its own,"
+                            " and chunks it can read): ", call.errors[i]);
     if (resumes == options_.max_resumes)
       return Status::errorf(path, ": the stream broke ", resumes + 1, " times (at most ", options_.max_resumes,
                             " resumes): ", call.errors[i]);
+    if (q.choices() > 1) return resume_choices(call, resumes, q, p, method, path, headers, on_event, cancel);
     ++resumes;
     resumes_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -288,6 +316,151 @@ Result<Response> FailoverClient::stream_events(std::string method, std::string p
     return std::move(*last_answer);
   }
   return give_up(call, path, why);
+}
+
+// The choices of one stream going on alone, each on its own request (run_leg), on up to
+// kMaxLegThreads threads; the caller's thread passes their events on (resume_choices).
+struct FailoverClient::Split {
+  Split(const StreamRequest& q, StreamProgress& p, const std::string& method, const std::string& path,
+        const std::vector<Header>& headers)
+      : q(q), p(p), method(method), path(path), headers(headers) {}
+  const StreamRequest& q;
+  StreamProgress& p;  // guarded by mu
+  const std::string& method;
+  const std::string& path;
+  const std::vector<Header>& headers;
+  std::vector<int64_t> todo;       // the unfinished choices
+  std::atomic<size_t> next{0};     // ... the next one a thread takes
+  std::atomic<bool> stop{false};   // the caller stopped or cancelled, or a choice failed
+  std::atomic<int> tries{0};       // every leg's together
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> out;     // events for the caller, in the order they came
+  size_t live = 0;                 // threads still running
+  std::optional<Status> failed;    // the first choice that could not go on
+};
+
+Result<Response> FailoverClient::resume_choices(const Call& whole, int resumes, const StreamRequest& q,
+                                                StreamProgress& p, const std::string& method, const std::string& path,
+                                                const std::vector<Header>& headers, const SseReader::OnEvent& on_event,
+                                                const std::atomic<bool>* cancel) {
+  Split s(q, p, method, path, headers);
+  for (int64_t i = 0; i < q.choices(); ++i)
+    if (!p.choice(i).finished) s.todo.push_back(i);
+  s.live = std::min(s.todo.size(), kMaxLegThreads);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < s.live; ++k) threads.emplace_back([this, &s, &whole, resumes] { run_legs(s, whole, resumes); });
+  // Events go to the caller on its own thread; a cancel is seen within 10 ms.
+  bool stopped = false;
+  for (bool last = false; !last;) {
+    std::deque<std::string> batch;
+    {
+      std::unique_lock<std::mutex> lock(s.mu);
+      s.cv.wait_for(lock, std::chrono::milliseconds(10), [&] { return !s.out.empty() || s.live == 0; });
+      batch.swap(s.out);
+      last = s.live == 0;
+    }
+    if (cancel && cancel->load()) s.stop.store(true);
+    for (std::string& data : batch) {
+      if (s.stop.load()) break;
+      SseEvent e;
+      e.data = std::move(data);
+      if (!on_event(e)) {
+        stopped = true;
+        s.stop.store(true);
+      }
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  const int tries = whole.tries + s.tries.load();
+  if (stopped) {
+    Response r;
+    r.status = 200;
+    r.cancelled = true;
+    r.attempts = tries;
+    return r;
+  }
+  if (cancel && cancel->load()) return Status::errorf(path, ": cancelled");
+  if (s.failed) return *s.failed;
+  return finish_stream(q, p, on_event, tries);
+}
+
+void FailoverClient::run_legs(Split& s, const Call& whole, int resumes) {
+  for (size_t k = 0; !s.stop.load() && (k = s.next.fetch_add(1)) < s.todo.size();) {
+    Status st = run_leg(s, whole, s.todo[k], resumes);
+    if (st.ok()) continue;
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.failed) s.failed = std::move(st);
+    s.stop.store(true);
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  --s.live;
+  s.cv.notify_all();
+}
+
+Status FailoverClient::run_leg(Split& s, Call call, int64_t index, int resumes) {
+  bool done = false;
+  SseReader::OnEvent pass = [&](const SseEvent& from) {
+    if (s.stop.load()) return false;
+    if (from.data == "[DONE]") {  // this choice's; the stream's goes out when every choice is done
+      done = true;
+      return true;
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (std::optional<std::string> out = rewrite_event(from.data, s.q, s.p, index)) {
+      s.out.push_back(std::move(*out));
+      s.cv.notify_all();
+    }
+    return true;
+  };
+  ++resumes;  // the choice's first request is its move
+  resumes_.fetch_add(1, std::memory_order_relaxed);
+  std::string why;
+  for (int e; (e = next_endpoint(call, &why, /*resume=*/true)) >= 0;) {
+    ++call.tries;
+    s.tries.fetch_add(1);
+    tries_.fetch_add(1, std::memory_order_relaxed);
+    const size_t i = static_cast<size_t>(e);
+    std::string body;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      body = choice_resume_body(s.q, s.p, index);
+    }
+    done = false;
+    Result<Response> r = endpoints_[i]->client->stream_events(s.method, s.path, std::move(body), pass, s.headers, &s.stop);
+    if (s.stop.load()) return ok_status();  // the caller stopped, or another choice failed
+    if (r.ok() && !is_2xx(r->status) && !is_retryable_status(r->status)) {
+      record(e, true);  // an answer: the endpoint works, the request is refused
+      return Status::errorf(s.path, ": resuming choice ", index, " through ", endpoints_[i]->url, ": HTTP ", r->status,
+                            " ", first_line(r->body));
+    }
+    bool finished = false, movable = false;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      finished = s.p.choice(index).finished;
+      movable = can_resume(s.q, s.p);
+    }
+    if (r.ok() && is_2xx(r->status) && (done || finished)) {
+      record(e, true);
+      return ok_status();
+    }
+    // Broken, busy, failing, or closed before the choice's finish.
+    record(e, r.ok() && !is_2xx(r->status) && !is_failing_status(r->status));
+    call.failed[i] = true;
+    call.errors[i] = !r.ok()           ? r.message()
+                     : is_2xx(r->status) ? std::string("the stream ended before the choice's finish")
+                                         : cat("HTTP ", r->status, " ", first_line(r->body));
+    if (finished) return ok_status();  // only its [DONE] was missing
+    if (!movable)
+      return Status::errorf(s.path, ": choice ", index, " through ", endpoints_[i]->url,
+                            " cannot move on: ", call.errors[i]);
+    if (resumes >= options_.max_resumes)
+      return Status::errorf(s.path, ": choice ", index, " broke ", resumes + 1, " times (at most ", options_.max_resumes,
+                            " resumes): ", call.errors[i]);
+    ++resumes;
+    resumes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return give_up(call, s.path, cat("choice ", index, ": ", why));
 }
 
 }  // namespace th::client

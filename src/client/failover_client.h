@@ -24,8 +24,18 @@
 // breaks every stream through it at once, more than the default burst of
 // 10 (the soak, scripts/soak.sh, had ~100 in flight at a router's kill).
 // A 429 is tried on the next endpoint without resting this one; any other
-// status is the caller's answer. A stream that cannot move (n > 1, several
-// prompts, an error event) ends with the error once it gave the caller data.
+// status is the caller's answer.
+// Several choices (n > 1, several prompts): a stream that breaks after its
+// first byte goes on choice by choice, as the router moves them between cells
+// (stream_resume.h): each unfinished choice is its own request of n 1 with its
+// continuation, on up to 16 threads at once, each resumed again on its own at
+// most max_resumes times (each choice's first request counts as a resume);
+// their events reach `on_event` on the caller's thread, under the choice's
+// index, then the usage chunk made from what the caller has (when it asked
+// for one and no endpoint sent it) and one [DONE].
+// A stream that cannot move (another path, no stream, echo, a continuation of
+// the caller's own, after an error event or an unreadable chunk) passes
+// through unchanged and ends with the error once it gave the caller data.
 #pragma once
 
 #include <atomic>
@@ -45,6 +55,9 @@
 #include "client/sse_reader.h"
 
 namespace th::client {
+
+struct StreamRequest;   // stream_resume.h
+struct StreamProgress;
 
 struct FailoverOptions {
   HttpClientOptions http;  // every endpoint's client; its retry.max_attempts is set to 1 (the tries are ours)
@@ -117,6 +130,16 @@ class FailoverClient {
   int next_endpoint(Call& call, std::string* why, bool resume = false);
   void record(int e, bool ok);
   Status give_up(const Call& call, std::string_view path, const std::string& why) const;
+
+  // A stream of several choices broken after its first byte (`whole` its call so far,
+  // `resumes` its resumes): every unfinished choice goes on alone (the file's comment).
+  struct Split;
+  Result<Response> resume_choices(const Call& whole, int resumes, const StreamRequest& q, StreamProgress& p,
+                                  const std::string& method, const std::string& path,
+                                  const std::vector<Header>& headers, const SseReader::OnEvent& on_event,
+                                  const std::atomic<bool>* cancel);
+  void run_legs(Split& s, const Call& whole, int resumes);
+  Status run_leg(Split& s, Call call, int64_t index, int resumes);
 
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   FailoverOptions options_;

@@ -1,5 +1,6 @@
 #include "client/stream_resume.h"
 
+#include <algorithm>
 #include <climits>
 
 #include <nlohmann/json.hpp>
@@ -130,6 +131,66 @@ void set_continuation(json& body, const ChoiceProgress& c) {
   body["continuation"] = {{"prompt_token_ids", c.prompt_ids}, {"token_ids", c.generated}, {"text_bytes", c.text_bytes}};
 }
 
+int64_t choices_per_prompt(const json& body) {
+  const json* n = member(body, "n");
+  return n && n->is_number_integer() ? std::clamp<int64_t>(n->get<int64_t>(), 1, 1024) : 1;
+}
+
+size_t prompt_count(const json& body, bool chat) {
+  if (chat) return 1;
+  const json* p = member(body, "prompt");
+  if (!p || !p->is_array() || p->empty()) return 1;
+  return (*p)[0].is_number() ? 1 : p->size();
+}
+
+bool move_chunk(json& chunk, int64_t index) {
+  if (member(chunk, "usage")) return false;
+  if (auto choices = chunk.find("choices"); choices != chunk.end() && choices->is_array())
+    for (json& c : *choices)
+      if (c.is_object()) c["index"] = index;
+  return true;
+}
+
+json choice_body(json body, int64_t n, size_t prompts, const StreamProgress& p, int64_t index) {
+  n = std::max<int64_t>(n, 1);
+  const int64_t prompt = index / n, place = index % n;
+  if (prompts > 1) {
+    json* list = body.contains("prompt") ? &body["prompt"] : nullptr;
+    if (list && list->is_array() && static_cast<size_t>(prompt) < list->size())
+      body["prompt"] = json((*list)[static_cast<size_t>(prompt)]);
+  }
+  body["n"] = 1;
+  body.erase("best_of");  // the server takes it only equal to n
+  // The server draws choice k of a prompt with seed + k (server/api_service.cpp, submit).
+  if (auto seed = body.find("seed"); seed != body.end()) {
+    if (seed->is_number_integer()) *seed = seed->get<int64_t>() + place;
+    else if (seed->is_number_unsigned()) *seed = seed->get<uint64_t>() + static_cast<uint64_t>(place);
+  }
+  const ChoiceProgress& c = p.choice(index);
+  if (!c.prompt_ids.empty()) set_continuation(body, c);
+  return body;
+}
+
+json usage_chunk(int64_t n, size_t prompts, const StreamProgress& p) {
+  int64_t prompt = 0, completion = 0;
+  for (size_t k = 0; k < prompts; ++k) {  // once per prompt: its choices' first chunks all carry it
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<int32_t>& ids = p.choice(static_cast<int64_t>(k) * n + i).prompt_ids;
+      if (ids.empty()) continue;
+      prompt += static_cast<int64_t>(ids.size());
+      break;
+    }
+  }
+  for (const auto& [index, c] : p.choices) completion += static_cast<int64_t>(c.generated.size());
+  json j = {{"id", p.id},
+            {"object", p.object},
+            {"created", p.created},
+            {"model", p.model},
+            {"choices", json::array()},
+            {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}}};
+  return j;
+}
+
 StreamRequest prepare_stream_request(std::string_view path, std::string_view body, uint64_t seed_if_none) {
   StreamRequest q;
   q.body = std::string(body);
@@ -138,20 +199,19 @@ StreamRequest prepare_stream_request(std::string_view path, std::string_view bod
   json j = parse_object(body);
   if (!j.is_object()) return q;
   q.wants_ids = is_true(j, "return_token_ids");
-  const json* n = member(j, "n");
-  const json* prompt = member(j, "prompt");
-  // A list of prompts (strings, or lists of ids) is several streams in one; a list of ids is one prompt.
-  const bool several_prompts = !chat && prompt && prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number();
-  q.movable = is_true(j, "stream") && (!n || (n->is_number_integer() && n->get<int64_t>() == 1)) && !several_prompts &&
-              !is_true(j, "echo") && !member(j, "continuation");
+  q.movable = is_true(j, "stream") && !is_true(j, "echo") && !member(j, "continuation");
   if (!q.movable) return q;
+  q.n = choices_per_prompt(j);
+  q.prompts = prompt_count(j, chat);
+  if (const json* so = member(j, "stream_options"); so && so->is_object()) q.include_usage = is_true(*so, "include_usage");
   if (!member(j, "seed")) j["seed"] = static_cast<int64_t>(seed_if_none & 0x7fffffff);
   j["return_token_ids"] = true;
   q.body = text_of(j);
   return q;
 }
 
-std::optional<std::string> rewrite_event(std::string_view payload, const StreamRequest& q, StreamProgress& p) {
+std::optional<std::string> rewrite_event(std::string_view payload, const StreamRequest& q, StreamProgress& p,
+                                         int64_t moved_choice) {
   if (payload == "[DONE]") {
     p.done = true;
     ++p.events;
@@ -167,6 +227,7 @@ std::optional<std::string> rewrite_event(std::string_view payload, const StreamR
     ++p.events;
     return std::string(payload);
   }
+  if (moved_choice >= 0 && !move_chunk(j, moved_choice)) return std::nullopt;
   if (!track_chunk(j, q.wants_ids, p)) return std::nullopt;
   ++p.events;
   return text_of(j);
@@ -174,9 +235,12 @@ std::optional<std::string> rewrite_event(std::string_view payload, const StreamR
 
 bool can_resume(const StreamRequest& q, const StreamProgress& p) {
   if (!q.movable || p.unreadable || p.error_event || p.done) return false;
-  // Generated ids without the prompt's cannot be continued; without either, the request starts over.
-  const ChoiceProgress& c = p.choice(0);
-  return !c.prompt_ids.empty() || (c.generated.empty() && c.text_bytes == 0);
+  // Generated ids without the prompt's cannot be continued; without either, the choice starts over.
+  for (int64_t i = 0; i < q.choices(); ++i) {
+    const ChoiceProgress& c = p.choice(i);
+    if (!c.finished && c.prompt_ids.empty() && (!c.generated.empty() || c.text_bytes > 0)) return false;
+  }
+  return true;
 }
 
 std::string resume_body(const StreamRequest& q, const StreamProgress& p) {
@@ -185,6 +249,16 @@ std::string resume_body(const StreamRequest& q, const StreamProgress& p) {
   json b = parse_object(q.body);
   set_continuation(b, c);
   return text_of(b);
+}
+
+std::string choice_resume_body(const StreamRequest& q, const StreamProgress& p, int64_t index) {
+  if (q.choices() == 1) return resume_body(q, p);
+  return text_of(choice_body(parse_object(q.body), q.n, q.prompts, p, index));
+}
+
+std::optional<std::string> final_usage_chunk(const StreamRequest& q, const StreamProgress& p) {
+  if (!q.movable || !q.include_usage || p.usage_sent) return std::nullopt;
+  return text_of(usage_chunk(q.n, q.prompts, p));
 }
 
 }  // namespace th::client

@@ -10,6 +10,8 @@
 //   std::optional<std::string> out = rewrite_event(payload, q, progress);  // to the caller
 //   ... the endpoint failed mid-stream:
 //   if (can_resume(q, progress)) next_body = resume_body(q, progress);
+//   ... or, with several choices (n > 1, several prompts), each unfinished one alone:
+//   next_body = choice_resume_body(q, progress, i);  // its events: rewrite_event(..., i)
 //
 // It is the reader's side of the cell's native `continuation` field
 // (docs/CONVENTIONS.md, Cluster): the request gets a seed (when it has none)
@@ -17,7 +19,15 @@
 // ids and every chunk its generated ids; the resumed request sends them back
 // with the bytes of text the reader has, and the sampler's draw keyed by
 // (seed, position) makes the rest token-identical. Ids the caller did not
-// ask for are removed; `id` and `created` stay the first chunk's.
+// ask for are removed; `id` and `created` stay the first chunk's. A stream
+// of several choices moves choice by choice once its first byte went out
+// (the server's continuation is of one choice): choice i becomes a request
+// of n 1 with its prompt (i / n) and seed (+ i % n, as the server draws the
+// k-th choice of a prompt with seed + k), and its chunks are re-indexed to i;
+// the usage chunk is then the reader's, made from what it has (usage_chunk).
+// What never moves: another path, a body that is not a JSON object, no
+// stream, echo (the server refuses it in a continuation), a continuation of
+// the caller's own, and a stream after an error event or an unreadable chunk.
 #pragma once
 
 #include <cstdint>
@@ -70,28 +80,75 @@ bool track_chunk(nlohmann::ordered_json& chunk, bool keep_ids, StreamProgress& p
 /// resumes choice `c` exactly.
 void set_continuation(nlohmann::ordered_json& body, const ChoiceProgress& c);
 
+/// @brief Choices per prompt: the body's `n` when it is an integer (clamped to 1..1024), else 1
+/// (the server refuses a bad one before any byte).
+int64_t choices_per_prompt(const nlohmann::ordered_json& body);
+
+/// @brief Prompts in a body: a completions `prompt` that is a list of strings or of id lists
+/// holds several; a list of ids is one prompt, and chat has one.
+size_t prompt_count(const nlohmann::ordered_json& body, bool chat);
+
+/// @brief A chunk of choice `index`'s own stream (a request of n 1: choice_body): its
+/// choices' index becomes `index`. False for its usage chunk, which must not go on (the
+/// reader makes the stream's own: usage_chunk).
+bool move_chunk(nlohmann::ordered_json& chunk, int64_t index);
+
+/// @brief `body` (a request of `n` choices per prompt over `prompts` prompts, with its seed)
+/// changed to resume choice `index` alone: n 1 (best_of, which must equal n, dropped), the
+/// choice's prompt, seed + index % n, and the choice's continuation once `p` has its prompt
+/// ids (without them the choice starts over).
+nlohmann::ordered_json choice_body(nlohmann::ordered_json body, int64_t n, size_t prompts, const StreamProgress& p,
+                                   int64_t index);
+
+/// @brief The stream's usage chunk made from `p`: prompt tokens once per prompt (its
+/// choices' first chunks all carry them), every choice's generated tokens, and the first
+/// chunk's id, object, created and model.
+nlohmann::ordered_json usage_chunk(int64_t n, size_t prompts, const StreamProgress& p);
+
 struct StreamRequest {
-  std::string body;        // what the first endpoint gets
-  bool movable = false;    // a JSON object with stream true, n 1, one prompt, no echo, no continuation
-  bool wants_ids = false;  // the caller asked for token ids itself
+  std::string body;            // what the first endpoint gets
+  bool movable = false;        // a JSON object with stream true, no echo, no continuation
+  bool wants_ids = false;      // the caller asked for token ids itself
+  int64_t n = 1;               // choices per prompt (choices_per_prompt)
+  size_t prompts = 1;          // prompts (prompt_count)
+  bool include_usage = false;  // stream_options.include_usage: the stream ends with a usage chunk
+
+  /// @brief The choices the stream carries: n per prompt.
+  int64_t choices() const { return n * static_cast<int64_t>(prompts); }
 };
 
 /// @brief The request as sent first. Movable (on /v1/completions and
 /// /v1/chat/completions only): `seed_if_none` (31 bits) becomes its seed when
 /// it has none, and return_token_ids is set. Anything else (another path, a
-/// body that is not a JSON object, n > 1) goes as it is and is never resumed.
+/// body that is not a JSON object, no stream, echo, a continuation) goes as it
+/// is and is never resumed.
 StreamRequest prepare_stream_request(std::string_view path, std::string_view body, uint64_t seed_if_none);
 
 /// @brief One SSE payload from an endpoint: updates `p` and returns what to
 /// give the caller, or nullopt for nothing (a role chunk sent again after a
-/// resume). Non-movable requests' payloads pass unchanged.
-std::optional<std::string> rewrite_event(std::string_view payload, const StreamRequest& q, StreamProgress& p);
+/// resume). Non-movable requests' payloads pass unchanged. `moved_choice` >= 0:
+/// the payload comes from that choice's own stream (choice_resume_body): it is
+/// re-indexed to it, and its usage chunk is dropped (move_chunk).
+std::optional<std::string> rewrite_event(std::string_view payload, const StreamRequest& q, StreamProgress& p,
+                                         int64_t moved_choice = -1);
 
-/// @brief True when the stream can go on through another endpoint.
+/// @brief True when the stream can go on through another endpoint: movable, no error
+/// event or unreadable chunk, not done, and every unfinished choice either has its
+/// prompt's ids or nothing yet (it starts over).
 bool can_resume(const StreamRequest& q, const StreamProgress& p);
 
 /// @brief The body for the next endpoint: the first one, plus (once the
-/// prompt's ids are known) the continuation of what the caller has.
+/// prompt's ids are known) the continuation of what the caller has. For a
+/// stream of one choice; with several, choice_resume_body per choice.
 std::string resume_body(const StreamRequest& q, const StreamProgress& p);
+
+/// @brief The body that resumes choice `index` alone (choice_body); resume_body when the
+/// stream has one choice.
+std::string choice_resume_body(const StreamRequest& q, const StreamProgress& p, int64_t index);
+
+/// @brief The usage chunk to send before `[DONE]` when the endpoints did not (the stream
+/// moved per choice, or its endpoint failed after the last finish): nullopt when the
+/// caller did not ask for usage or it went out already.
+std::optional<std::string> final_usage_chunk(const StreamRequest& q, const StreamProgress& p);
 
 }  // namespace th::client

@@ -67,13 +67,6 @@ int64_t int_or(const json& body, const char* key, int64_t fallback) {
   return v && v->is_number_integer() ? v->get<int64_t>() : fallback;
 }
 
-size_t prompt_count(const json& body, bool chat) {
-  if (chat) return 1;
-  const json* p = member(body, "prompt");
-  if (!p || !p->is_array() || p->empty()) return 1;
-  return (*p)[0].is_number() ? 1 : p->size();
-}
-
 // A continuation the router can extend: prompt ids (not empty), generated ids and text bytes
 // (both optional). Anything else is not moved; the cell refuses it with its own 400.
 bool read_continuation(const json& c, ProxyRequest& q) {
@@ -111,8 +104,8 @@ Result<ProxyRequest> inspect_request(ProxyEndpoint endpoint, std::string_view bo
   q.wants_ids = endpoint == ProxyEndpoint::kGenerate || is_true(q.body, "return_token_ids");
   if (!member(q.body, "seed")) q.body["seed"] = static_cast<int64_t>(seed_if_none & 0x7fffffff);
   const json* continuation = member(q.body, "continuation");
-  q.n = std::clamp<int64_t>(int_or(q.body, "n", 1), 1, 1024);
-  q.prompts = prompt_count(q.body, chat);
+  q.n = client::choices_per_prompt(q.body);
+  q.prompts = client::prompt_count(q.body, chat);
   if (const json* so = member(q.body, "stream_options"); so && so->is_object()) q.include_usage = is_true(*so, "include_usage");
   // A continuation is of one choice (the cell refuses it with n > 1 or several prompts).
   q.movable = q.stream && !is_true(q.body, "echo") &&
@@ -144,12 +137,7 @@ std::optional<std::string> rewrite_chunk(std::string_view payload, const ProxyRe
     return std::nullopt;
   }
   json& j = *parsed;
-  if (moved_choice >= 0) {
-    if (member(j, "usage")) return std::nullopt;  // the choice's own: the router makes the stream's
-    if (auto choices = j.find("choices"); choices != j.end() && choices->is_array())
-      for (json& c : *choices)
-        if (c.is_object()) c["index"] = moved_choice;
-  }
+  if (moved_choice >= 0 && !client::move_chunk(j, moved_choice)) return std::nullopt;
   if (!client::track_chunk(j, request.wants_ids, snap)) return std::nullopt;
   return http::json_text(j);
 }
@@ -186,35 +174,12 @@ std::string resume_body(const ProxyRequest& request, const StreamSnapshot& snap)
 
 std::string choice_resume_body(const ProxyRequest& request, const StreamSnapshot& snap, int64_t index) {
   if (choice_count(request) == 1) return resume_body(request, snap);
-  json b = request.body;
-  const int64_t prompt = index / request.n, place = index % request.n;
-  if (request.prompts > 1) b["prompt"] = json(b["prompt"][static_cast<size_t>(prompt)]);
-  b["n"] = 1;
-  // The cell draws choice i of a prompt with seed + i (server/api_service.cpp, submit).
-  const json& seed = b["seed"];
-  if (seed.is_number_integer()) b["seed"] = seed.get<int64_t>() + place;
-  else if (seed.is_number_unsigned()) b["seed"] = seed.get<uint64_t>() + static_cast<uint64_t>(place);
-  const client::ChoiceProgress& c = snap.choice(index);
-  if (!c.prompt_ids.empty()) client::set_continuation(b, c);
-  return http::json_text(b);
+  return http::json_text(client::choice_body(request.body, request.n, request.prompts, snap, index));
 }
 
 std::optional<std::string> usage_chunk(const ProxyRequest& request, const StreamSnapshot& snap) {
   if (!request.include_usage || snap.usage_sent) return std::nullopt;
-  int64_t prompt = 0, completion = 0;
-  for (size_t p = 0; p < request.prompts; ++p) {  // once per prompt: its choices' first chunks all carry it
-    for (int64_t k = 0; k < request.n; ++k) {
-      const std::vector<int32_t>& ids = snap.choice(static_cast<int64_t>(p) * request.n + k).prompt_ids;
-      if (ids.empty()) continue;
-      prompt += static_cast<int64_t>(ids.size());
-      break;
-    }
-  }
-  for (const auto& [index, c] : snap.choices) completion += static_cast<int64_t>(c.generated.size());
-  json j = {{"id", snap.id}, {"object", snap.object}, {"created", snap.created}, {"model", snap.model},
-            {"choices", json::array()},
-            {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}}};
-  return http::json_text(j);
+  return http::json_text(client::usage_chunk(request.n, request.prompts, snap));
 }
 
 }  // namespace th::cluster

@@ -92,13 +92,14 @@ bool resumable(const ProxyRequest& request, const StreamSnapshot& snap);
 int64_t choice_count(const ProxyRequest& request);
 
 /// @brief The body that resumes choice `index` alone (after the stream's first byte, when its
-/// cell failed): n 1, the choice's own prompt and seed (the request's plus the choice's place
-/// among its prompt's n, as the cell draws them), and its continuation. When the choice has
-/// no prompt ids yet, the continuation is left out (the choice starts over).
+/// cell failed): client::choice_body, the failover client's too: n 1, the choice's own prompt
+/// and seed (the request's plus the choice's place among its prompt's n, as the cell draws
+/// them), and its continuation. When the choice has no prompt ids yet, the continuation is
+/// left out (the choice starts over).
 std::string choice_resume_body(const ProxyRequest& request, const StreamSnapshot& snap, int64_t index);
 
-/// @brief The stream's usage chunk made from the snapshot (prompt tokens once per prompt,
-/// every choice's generated tokens), for a stream whose cells did not send it (it moved per
+/// @brief The stream's usage chunk made from the snapshot (client::usage_chunk: prompt tokens
+/// once per prompt, every choice's generated tokens), for a stream whose cells did not send it (it moved per
 /// choice, or its cell failed after the last finish); nullopt when the client did not ask
 /// for usage or it went out already.
 std::optional<std::string> usage_chunk(const ProxyRequest& request, const StreamSnapshot& snap);

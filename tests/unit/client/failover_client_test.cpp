@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,30 +39,41 @@ struct RefusingPort {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 };
 
-// A server for one connection on a loopback port: it reads one request (head and
-// Content-Length body), keeps it, writes `answer` and closes.
+// A server on a loopback port for `count` connections, one after another: it reads one
+// request (head and Content-Length body) from each, keeps its body, writes answer(body) and
+// closes.
 class OneShotServer {
  public:
-  explicit OneShotServer(std::string answer) : answer_(std::move(answer)) {
+  explicit OneShotServer(std::string answer) : OneShotServer([answer](const std::string&) { return answer; }, 1) {}
+  OneShotServer(std::function<std::string(const std::string&)> answer, int count)
+      : answer_(std::move(answer)), count_(count) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 4) == 0 &&
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 16) == 0 &&
         ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
       port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { serve(); });
+    thread_ = std::thread([this] {
+      for (int i = 0; i < count_ && serve(); ++i) {
+      }
+    });
   }
   ~OneShotServer() {
     stop();
     ::close(fd_);
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  /// @brief The body of the request it got ("" when none came): it stops serving first.
-  const std::string& request_body() {
+  /// @brief The body of the first request it got ("" when none came): it stops serving first.
+  std::string request_body() {
     stop();
-    return body_;
+    return bodies_.empty() ? std::string() : bodies_[0];
+  }
+  /// @brief Every request's body, in the order they came: it stops serving first.
+  const std::vector<std::string>& request_bodies() {
+    stop();
+    return bodies_;
   }
 
  private:
@@ -68,9 +81,9 @@ class OneShotServer {
     ::shutdown(fd_, SHUT_RDWR);  // ends a wait in accept()
     if (thread_.joinable()) thread_.join();
   }
-  void serve() {
+  bool serve() {
     const int c = ::accept(fd_, nullptr, nullptr);
-    if (c < 0) return;
+    if (c < 0) return false;
     std::string in;
     char buf[4096];
     size_t head_end = std::string::npos, want = 0;
@@ -83,13 +96,18 @@ class OneShotServer {
         if (cl != std::string::npos && cl < head_end) want = std::stoul(in.substr(cl + 16));
       }
     }
-    if (head_end != std::string::npos) body_ = in.substr(head_end + 4);
-    ::send(c, answer_.data(), answer_.size(), MSG_NOSIGNAL);
+    const std::string body = head_end != std::string::npos ? in.substr(head_end + 4) : std::string();
+    bodies_.push_back(body);
+    const std::string answer = answer_(body);
+    ::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
     ::close(c);
+    return true;
   }
 
   int fd_ = -1, port_ = 0;
-  std::string answer_, body_;
+  std::function<std::string(const std::string&)> answer_;
+  int count_ = 1;
+  std::vector<std::string> bodies_;
   std::thread thread_;
 };
 
@@ -166,6 +184,123 @@ TEST(FailoverClient, AStreamBrokenMidwayResumesWithTheRetryBudgetEmpty) {
   const FailoverStats s = (*c)->stats();
   EXPECT_EQ(s.resumes, 1u);
   EXPECT_EQ(s.budget_exhausted, 0u);
+}
+
+// n 2: the first endpoint breaks after a token of each choice; each choice goes on alone
+// through the next endpoint (n 1, its seed, its continuation), its chunks come back under its
+// index, the legs' usage chunks are dropped and the stream's is made from what the caller has.
+TEST(FailoverClient, SeveralChoicesBrokenMidwayGoOnOneByOne) {
+  OneShotServer a(sse_answer({R"({"id":"cmpl-1","object":"text_completion","created":5,"model":"m","choices":[{"index":0,"text":" A","prompt_token_ids":[1,7],"token_ids":[40],"finish_reason":null}]})",
+                              R"({"id":"cmpl-1","object":"text_completion","created":5,"model":"m","choices":[{"index":1,"text":" B","prompt_token_ids":[1,7],"token_ids":[50],"finish_reason":null}]})"},
+                             false));
+  // Each leg's answer by the continuation it carries: choice 0 went on from 40, choice 1 from 50.
+  OneShotServer b(
+      [](const std::string& body) {
+        const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+        const bool first = j.is_object() && j.contains("continuation") && j["continuation"]["token_ids"] == nlohmann::json::array({40});
+        const std::string text = first ? " a" : " b";
+        const std::string id = first ? "41" : "51";
+        return sse_answer({R"({"id":"cmpl-2","created":9,"choices":[{"index":0,"text":")" + text + R"(","token_ids":[)" + id +
+                               R"(],"finish_reason":"length"}]})",
+                           R"({"id":"cmpl-2","created":9,"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4}})",
+                           "[DONE]"},
+                          true);
+      },
+      2);
+  FailoverOptions o;
+  o.seed = 3;
+  auto c = FailoverClient::create(a.url() + "," + b.url(), o);
+  ASSERT_TRUE(c.ok()) << c.message();
+  std::vector<std::string> got;
+  const std::thread::id caller = std::this_thread::get_id();
+  bool other_thread = false;
+  Result<Response> r = (*c)->stream_events(
+      "POST", "/v1/completions", R"({"prompt":"Once","n":2,"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}})",
+      [&](const SseEvent& e) {
+        other_thread = other_thread || std::this_thread::get_id() != caller;
+        got.push_back(e.data);
+        return true;
+      });
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->attempts, 3);
+  EXPECT_FALSE(other_thread);  // the legs run on threads of their own; the caller's events do not
+  ASSERT_EQ(got.size(), 6u);
+  // The legs' events in whatever order they came, each under its choice's index.
+  const std::set<std::string> legs = {got[2], got[3]};
+  EXPECT_EQ(legs, (std::set<std::string>{
+                      R"({"id":"cmpl-1","created":5,"choices":[{"index":0,"text":" a","finish_reason":"length"}]})",
+                      R"({"id":"cmpl-1","created":5,"choices":[{"index":1,"text":" b","finish_reason":"length"}]})"}));
+  // The prompt once, both choices' two tokens.
+  EXPECT_EQ(got[4], R"({"id":"cmpl-1","object":"text_completion","created":5,"model":"m","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":4,"total_tokens":6}})");
+  EXPECT_EQ(got[5], "[DONE]");
+  const nlohmann::json first = nlohmann::json::parse(a.request_body());
+  std::set<int64_t> seeds;
+  for (const std::string& body : b.request_bodies()) {
+    const nlohmann::json sent = nlohmann::json::parse(body);
+    EXPECT_EQ(sent["n"], 1);
+    EXPECT_EQ(sent["prompt"], "Once");
+    EXPECT_EQ(sent["continuation"]["prompt_token_ids"], nlohmann::json::array({1, 7}));
+    EXPECT_EQ(sent["continuation"]["text_bytes"], 2);
+    // Choice k was drawn with the stream's seed + k: it goes on with that.
+    const int64_t k = sent["continuation"]["token_ids"] == nlohmann::json::array({40}) ? 0 : 1;
+    EXPECT_EQ(sent["seed"].get<int64_t>(), first["seed"].get<int64_t>() + k);
+    seeds.insert(sent["seed"].get<int64_t>());
+  }
+  EXPECT_EQ(seeds.size(), 2u);
+  const FailoverStats s = (*c)->stats();
+  EXPECT_EQ(s.resumes, 2u);  // one per choice
+  EXPECT_EQ(s.tries, 3u);
+}
+
+// The endpoint dies after every choice's finish, before its usage chunk and [DONE]: nothing
+// is resumed; the caller gets the usage chunk made from what it has, then [DONE].
+TEST(FailoverClient, AStreamBrokenAfterTheLastFinishGetsItsUsageAndDone) {
+  OneShotServer a(sse_answer({R"({"id":"cmpl-1","object":"text_completion","created":5,"model":"m","choices":[{"index":0,"text":" A","prompt_token_ids":[1,7,9],"token_ids":[40],"finish_reason":"length"},{"index":1,"text":" B","prompt_token_ids":[1,7,9],"token_ids":[50],"finish_reason":"length"}]})"},
+                             false));
+  RefusingPort unused;  // nothing is resumed: never tried
+  auto c = FailoverClient::create(a.url() + "," + unused.url());
+  ASSERT_TRUE(c.ok()) << c.message();
+  std::vector<std::string> got;
+  Result<Response> r = (*c)->stream_events(
+      "POST", "/v1/completions", R"({"prompt":"Once","n":2,"max_tokens":1,"stream":true,"stream_options":{"include_usage":true}})",
+      [&](const SseEvent& e) {
+        got.push_back(e.data);
+        return true;
+      });
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->status, 200);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1], R"({"id":"cmpl-1","object":"text_completion","created":5,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}})");
+  EXPECT_EQ(got[2], "[DONE]");
+  const FailoverStats s = (*c)->stats();
+  EXPECT_EQ(s.tries, 1u);
+  EXPECT_EQ(s.resumes, 0u);
+}
+
+// A choice's own request refused (a 400, not a failure): the stream ends with that error.
+TEST(FailoverClient, AChoiceRefusedWhileMovingEndsTheStreamWithItsError) {
+  OneShotServer a(sse_answer({R"({"id":"cmpl-1","choices":[{"index":0,"text":" A","prompt_token_ids":[1],"token_ids":[40]},{"index":1,"text":" B","prompt_token_ids":[1],"token_ids":[50]}]})"},
+                             false));
+  OneShotServer b(
+      [](const std::string&) {
+        const std::string doc = R"({"error":{"message":"continuation: bad"}})";
+        return "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " +
+               std::to_string(doc.size()) + "\r\n\r\n" + doc;
+      },
+      2);
+  auto c = FailoverClient::create(a.url() + "," + b.url());
+  ASSERT_TRUE(c.ok()) << c.message();
+  int events = 0;
+  Result<Response> r = (*c)->stream_events("POST", "/v1/completions", R"({"prompt":"Once","n":2,"stream":true})",
+                                           [&](const SseEvent&) {
+                                             ++events;
+                                             return true;
+                                           });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find(": HTTP 400 {\"error\":{\"message\":\"continuation: bad\"}}"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("/v1/completions: resuming choice "), std::string::npos) << r.message();
+  EXPECT_EQ(events, 1);  // the first endpoint's chunk, no [DONE]
 }
 
 TEST(FailoverClient, EndpointLists) {

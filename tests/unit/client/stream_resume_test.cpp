@@ -30,8 +30,7 @@ TEST(StreamResume, AMovableStreamGetsASeedAndAsksForIds) {
 }
 
 TEST(StreamResume, WhatCannotMoveGoesAsItIs) {
-  for (const char* body : {R"({"prompt":"Hi"})", R"({"prompt":"Hi","stream":true,"n":2})",
-                           R"({"prompt":["a","b"],"stream":true})", R"({"prompt":"Hi","stream":true,"echo":true})",
+  for (const char* body : {R"({"prompt":"Hi"})", R"({"prompt":"Hi","stream":true,"echo":true})",
                            R"({"prompt":"Hi","stream":true,"continuation":{}})", "[1,2]", "not json"}) {
     const StreamRequest q = prepare_stream_request("/v1/completions", body, 7);
     EXPECT_FALSE(q.movable) << body;
@@ -39,7 +38,108 @@ TEST(StreamResume, WhatCannotMoveGoesAsItIs) {
   }
   EXPECT_FALSE(prepare_stream_request("/v1/embeddings", R"({"input":"Hi","stream":true})", 7).movable);
   // A prompt of ids is one prompt.
-  EXPECT_TRUE(prepare_stream_request("/v1/completions", R"({"prompt":[1,2,3],"stream":true})", 7).movable);
+  const StreamRequest ids = prepare_stream_request("/v1/completions", R"({"prompt":[1,2,3],"stream":true})", 7);
+  EXPECT_TRUE(ids.movable);
+  EXPECT_EQ(ids.choices(), 1);
+}
+
+// n > 1 and several prompts move too, choice by choice (the server's continuation is of one).
+TEST(StreamResume, SeveralChoicesAreMovable) {
+  const StreamRequest q = prepare_stream_request(
+      "/v1/completions", R"({"prompt":["a",[1,2],"c"],"n":2,"stream":true,"stream_options":{"include_usage":true}})", 7);
+  ASSERT_TRUE(q.movable);
+  EXPECT_EQ(q.n, 2);
+  EXPECT_EQ(q.prompts, 3u);
+  EXPECT_EQ(q.choices(), 6);
+  EXPECT_TRUE(q.include_usage);
+  EXPECT_EQ(parse(q.body)["seed"], 7);
+  const StreamRequest chat = prepare_stream_request("/v1/chat/completions", R"({"messages":[],"n":3,"stream":true})", 7);
+  ASSERT_TRUE(chat.movable);
+  EXPECT_EQ(chat.choices(), 3);
+  EXPECT_FALSE(chat.include_usage);
+  // A bad n is the server's to refuse (before any byte): read as 1 here, and 1024 at most.
+  EXPECT_EQ(choices_per_prompt(nlohmann::ordered_json::parse(R"({"n":"two"})")), 1);
+  EXPECT_EQ(choices_per_prompt(nlohmann::ordered_json::parse(R"({"n":-3})")), 1);
+  EXPECT_EQ(choices_per_prompt(nlohmann::ordered_json::parse(R"({"n":100000})")), 1024);
+  EXPECT_EQ(prompt_count(nlohmann::ordered_json::parse(R"({"prompt":[]})"), false), 1u);
+  EXPECT_EQ(prompt_count(nlohmann::ordered_json::parse(R"({"prompt":["a","b"]})"), true), 1u);
+}
+
+// Each choice is tracked by its index; choice i goes on alone as a request of n 1 with its
+// prompt (i / n), seed + i % n and its own continuation, and its chunks come back as choice i.
+TEST(StreamResume, SeveralChoicesResumeOneByOne) {
+  const StreamRequest q = prepare_stream_request(
+      "/v1/completions",
+      R"({"prompt":["a","b"],"n":2,"best_of":2,"stream":true,"seed":10,"stream_options":{"include_usage":true}})", 7);
+  StreamProgress p;
+  ASSERT_TRUE(rewrite_event(R"({"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"x","token_ids":[5],"prompt_token_ids":[1]},{"index":3,"text":"yz","token_ids":[6,7],"prompt_token_ids":[2,2]}]})",
+                            q, p));
+  ASSERT_TRUE(rewrite_event(R"({"id":"c","choices":[{"index":1,"text":"w","token_ids":[8],"prompt_token_ids":[1],"finish_reason":"stop"}]})",
+                            q, p));
+  EXPECT_TRUE(can_resume(q, p));
+  EXPECT_FALSE(p.all_finished(static_cast<size_t>(q.choices())));
+
+  const json three = parse(choice_resume_body(q, p, 3));
+  EXPECT_EQ(three["prompt"], "b");
+  EXPECT_EQ(three["n"], 1);
+  EXPECT_FALSE(three.contains("best_of"));  // the server takes it only equal to n
+  EXPECT_EQ(three["seed"], 11);
+  EXPECT_EQ(three["return_token_ids"], true);
+  EXPECT_EQ(three["continuation"], parse(R"({"prompt_token_ids":[2,2],"token_ids":[6,7],"text_bytes":2})"));
+  const json two = parse(choice_resume_body(q, p, 2));  // nothing of it came: it starts over
+  EXPECT_EQ(two["prompt"], "b");
+  EXPECT_EQ(two["seed"], 10);
+  EXPECT_FALSE(two.contains("continuation"));
+
+  // Choice 3's own stream: re-indexed, the first chunk's id kept, its usage chunk dropped.
+  std::optional<std::string> out =
+      rewrite_event(R"({"id":"d","choices":[{"index":0,"text":"!","token_ids":[9],"finish_reason":"length"}]})", q, p, 3);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(parse(*out), parse(R"({"id":"c","choices":[{"index":3,"text":"!","finish_reason":"length"}]})"));
+  EXPECT_EQ(p.choice(3).generated, (std::vector<int32_t>{6, 7, 9}));
+  EXPECT_FALSE(rewrite_event(R"({"id":"d","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}})", q, p, 3));
+  EXPECT_FALSE(p.usage_sent);
+
+  // The usage chunk the reader makes: prompt tokens once per prompt, every choice's tokens.
+  std::optional<std::string> usage = final_usage_chunk(q, p);
+  ASSERT_TRUE(usage);
+  EXPECT_EQ(parse(*usage), parse(R"({"id":"c","object":"text_completion","created":1,"model":"m","choices":[],
+                                    "usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})"));
+  rewrite_event(R"({"id":"c","choices":[],"usage":{"prompt_tokens":3}})", q, p);  // an endpoint's own went out
+  EXPECT_FALSE(final_usage_chunk(q, p));
+  EXPECT_FALSE(final_usage_chunk(prepare_stream_request("/v1/completions", R"({"prompt":"a","stream":true})", 7),
+                                 StreamProgress{}));  // not asked for
+}
+
+TEST(StreamResume, AChatChoiceMovedAloneSendsItsRoleOnce) {
+  const StreamRequest q =
+      prepare_stream_request("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"n":3,"stream":true,"seed":4})", 9);
+  StreamProgress p;
+  rewrite_event(R"({"id":"c","choices":[{"index":2,"delta":{"role":"assistant","content":""}}]})", q, p);
+  rewrite_event(R"({"id":"c","choices":[{"index":2,"delta":{"content":"ok"},"token_ids":[3],"prompt_token_ids":[1,2]}]})", q, p);
+  const json b = parse(choice_resume_body(q, p, 2));
+  EXPECT_EQ(b["n"], 1);
+  EXPECT_EQ(b["seed"], 6);
+  EXPECT_EQ(b["messages"], parse(R"([{"role":"user","content":"hi"}])"));
+  EXPECT_EQ(b["continuation"]["token_ids"], json::array({3}));
+  // Choice 2's server sends its role again: dropped; choice 0's first role goes on.
+  EXPECT_FALSE(rewrite_event(R"({"id":"e","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})", q, p, 2));
+  std::optional<std::string> first =
+      rewrite_event(R"({"id":"e","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})", q, p, 0);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(parse(*first)["id"], "c");
+}
+
+// One choice that has generated ids but no prompt ids stops the whole stream from moving.
+TEST(StreamResume, EveryUnfinishedChoiceMustBeResumable) {
+  const StreamRequest q = prepare_stream_request("/v1/completions", R"({"prompt":"x","n":2,"stream":true})", 7);
+  StreamProgress p;
+  rewrite_event(R"({"choices":[{"index":0,"text":"a","token_ids":[4],"prompt_token_ids":[1]}]})", q, p);
+  EXPECT_TRUE(can_resume(q, p));  // choice 1 has nothing yet: it starts over
+  rewrite_event(R"({"choices":[{"index":1,"text":"b","token_ids":[5]}]})", q, p);
+  EXPECT_FALSE(can_resume(q, p));
+  rewrite_event(R"({"choices":[{"index":1,"text":"","finish_reason":"stop"}]})", q, p);
+  EXPECT_TRUE(can_resume(q, p));  // ... unless it finished: nothing of it is left to resume
 }
 
 TEST(StreamResume, ChunksAreTrackedStrippedAndKeepTheFirstId) {

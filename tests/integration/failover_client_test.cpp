@@ -111,7 +111,9 @@ Streamed clean_run(const std::string& url, const std::string& path, const json& 
   Result<client::Response> r = (*plain)->stream_events("POST", path, body.dump(),
                                                        [&](const client::SseEvent& e) { return take_chunk(e.data, out); });
   EXPECT_TRUE(r.ok()) << r.message();
-  if (r.ok()) EXPECT_EQ(r->status, 200) << r->body;
+  if (r.ok()) {
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
   return out;
 }
 

@@ -445,7 +445,9 @@ TEST(RouterEtcd, TwoRoutersShareCellsAndLosingARouterLosesNoRegistration) {
   }
   json cells = get_json(*bc, "/admin/cells");
   for (const json& c : cells["cells"])
-    if (c["url"] == x.url()) EXPECT_EQ(c["requests"], 3);
+    if (c["url"] == x.url()) {
+      EXPECT_EQ(c["requests"], 3);
+    }
 
   // Router A dies; the registrations outlive it (well past the lease TTL of 2 s).
   a->stop(SIGKILL);
@@ -501,7 +503,9 @@ TEST(RouterHardening, ADeepBodyIsA400AndTheRouterKeepsServing) {
   }
   Result<client::Response> chat = rc->request("POST", "/v1/chat/completions", "{\"messages\":" + std::string(200'000, '{'));
   EXPECT_TRUE(chat.ok()) << chat.message();
-  if (chat.ok()) EXPECT_EQ(chat->status, 400);
+  if (chat.ok()) {
+    EXPECT_EQ(chat->status, 400);
+  }
   const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
   while (served.load() < 3 && failed.load() == 0 && Clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

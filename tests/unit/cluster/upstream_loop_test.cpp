@@ -26,7 +26,8 @@ using namespace std::chrono_literals;
 
 struct Server {
   std::unique_ptr<http::HttpServer> server;
-  std::atomic<bool> release{false};
+  // Shared with the /hang threads, which are detached and may wake after the Server is gone.
+  std::shared_ptr<std::atomic<bool>> release = std::make_shared<std::atomic<bool>>(false);
   Server() {
     http::HttpServerOptions o;
     o.host = "127.0.0.1";
@@ -45,17 +46,17 @@ struct Server {
         w.end();
       }).detach();
     });
-    server->route("POST", "/hang", [this](const http::HttpRequest&, http::ResponseWriter w) {
-      std::thread([this, w] {
+    server->route("POST", "/hang", [release = release](const http::HttpRequest&, http::ResponseWriter w) {
+      std::thread([release, w] {
         w.start_sse();
-        while (!release.load()) std::this_thread::sleep_for(1ms);
+        while (!release->load()) std::this_thread::sleep_for(1ms);
         w.end();
       }).detach();
     });
     EXPECT_TRUE(server->start().ok());
   }
   ~Server() {
-    release = true;
+    *release = true;
     server->shutdown(1000ms);
   }
   client::BaseUrl url() const { return *client::parse_base_url("http://127.0.0.1:" + std::to_string(server->port())); }

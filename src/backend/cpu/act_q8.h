@@ -78,6 +78,8 @@ void gemm_q8act_generic(const uint8_t* w, size_t w_row_bytes, int64_t cols, int6
 extern const MatmulKernel kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512;
 extern const MatmulKernel kMatmulQ4_0Generic, kMatmulQ4_0Avx2, kMatmulQ4_0Avx512;
 extern const MatmulKernel kMatmulIQ4_NLGeneric, kMatmulIQ4_NLAvx2, kMatmulIQ4_NLAvx512;
+// IQ4_NL with AVX-512 VBMI table lookups (matmul_iq4_nl_avx512vbmi.cpp), where the CPU has VBMI.
+extern const MatmulKernel kMatmulIQ4_NLAvx512Vbmi;
 extern const MatmulKernel kMatmulF32Generic, kMatmulF32Avx2, kMatmulF32Avx512;
 extern const MatmulKernel kMatmulF16Generic, kMatmulF16Avx2, kMatmulF16Avx512;
 extern const MatmulKernel kMatmulBF16Generic, kMatmulBF16Avx2, kMatmulBF16Avx512;

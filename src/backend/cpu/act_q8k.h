@@ -180,6 +180,27 @@ void pack_rows_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, i
 void gemm_packed_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                              const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
 
+/// q2_K, q3_K (matmul_q2_k_q3_k_avx512.cpp) and IQ4_XS (matmul_iq4_xs_avx512.cpp) likewise.
+size_t prepared_row_bytes_q2_k_avx512(int64_t cols);
+void prepare_q2_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
+void pack_rows_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                           uint8_t* out);
+void gemm_packed_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+size_t prepared_row_bytes_q3_k_avx512(int64_t cols);
+void prepare_q3_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
+void pack_rows_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                           uint8_t* out);
+void gemm_packed_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+size_t prepared_row_bytes_iq4_xs_avx512(int64_t cols);
+void prepare_iq4_xs_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
+void pack_rows_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             uint8_t* out);
+void gemm_packed_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                               const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
+                               int64_t y_stride);
+
 /// IQ4_XS x Q8_K (matmul_iq4_xs_tile.h): whole gemms, MatmulKernel::gemm semantics. IQ4_XS
 /// shares the Q8_K activations, not the panels: its levels are signed (-127..113), which
 /// vpmaddubsw can only take as |w| with the sign moved onto each token's activations.

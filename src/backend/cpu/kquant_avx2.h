@@ -59,6 +59,22 @@ inline __m256i chunk_scales(__m128i scales8, int k) {
   return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, idx));
 }
 
+// q3_K's sixteen 6-bit scales, minus 32, as int8: scale j's low nibble is nibble j / 8 of byte
+// j % 8, its top 2 bits are bits 2 (j / 4) of byte 8 + j % 4. Two loads (not one of 16
+// bytes: the last 4 would be past the block, maybe past the mapping), in vector registers
+// throughout (the scalar form spilled through the stack: 20 more instructions a block).
+inline __m128i q3_scales(const uint8_t* scales12) {
+  uint32_t top;
+  std::memcpy(&top, scales12 + 8, 4);
+  const __m128i low8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales12));
+  const __m128i m4 = _mm_set1_epi8(0xF);
+  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(low8, m4), _mm_and_si128(_mm_srli_epi16(low8, 4), m4));
+  // Dword g: the four top bytes, shifted right by 2g so that scale 4g + i's bits sit at bits 0-1 of byte i.
+  const __m128i rep = _mm_set1_epi32(static_cast<int>(top));
+  const __m128i high = _mm_and_si128(_mm_srlv_epi32(rep, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+}
+
 // vpshufb pattern that broadcasts int16 lane i of each 128-bit half.
 inline __m256i lane16(int i) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * i)); }
 

@@ -135,7 +135,7 @@ const std::vector<MatmulKernel>& all_kernels() {
       // Q8_0-activation and f32-activation families (act_q8.h).
       kMatmulQ8_0Generic, kMatmulQ8_0Avx2, kMatmulQ8_0Avx512,
       kMatmulQ4_0Generic, kMatmulQ4_0Avx2, kMatmulQ4_0Avx512,
-      kMatmulIQ4_NLGeneric, kMatmulIQ4_NLAvx2, kMatmulIQ4_NLAvx512,
+      kMatmulIQ4_NLGeneric, kMatmulIQ4_NLAvx2, has_avx512_vbmi() ? kMatmulIQ4_NLAvx512Vbmi : kMatmulIQ4_NLAvx512,
       kMatmulF32Generic,  kMatmulF32Avx2,  kMatmulF32Avx512,
       kMatmulF16Generic,  kMatmulF16Avx2,  kMatmulF16Avx512,
       // AVX-512 BF16: bf16 activations and vdpbf16ps where the CPU has it.

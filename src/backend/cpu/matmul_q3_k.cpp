@@ -46,10 +46,38 @@ MatmulKernel matmul_q3_k_avx2() {
           gemm_kquant<PanelK6, gemv_q3_k_avx2, unpack_q3_k_avx2, panel_gemm_k6_avx2>};
 }
 
-// AVX-512: the AVX2 unpacking and one-token path (memory-bound), act_q8k_avx512.cpp's core.
+namespace {
+
+// AVX-512 on the file's layout: the AVX2 unpacking and one-token path, act_q8k_avx512.cpp's
+// core for more tokens (what TOKENHIVE_REPACK=0 runs).
+constexpr auto gemm_q3_k_avx512 = gemm_kquant<PanelK6, gemv_q3_k_avx2, unpack_q3_k_avx2, panel_gemm_k6_avx512>;
+
+// The same on prepared rows (prepare_q3_k_avx512): their Q8_K part, so TOKENHIVE_REPACK=0
+// gives gemm's results bit for bit.
+void gemm_prepared_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                               const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
+                               int64_t y_stride) {
+  gemm_q3_k_avx512(w, w_row_bytes, cols, r0, r1, act + kKGroupActBytes * static_cast<size_t>(cols / kQKK),
+                   act_row_bytes, n_tokens, y, y_stride);
+}
+
+}  // namespace
+
+// Weights repacked at load (CpuBackend::prepare_weight) run matmul_q2_k_q3_k_avx512.cpp's
+// super-block groups for every token count, one token included (BENCHMARKS.md, "Session 9"):
+// within the kquant tests' rounding bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q3_k_avx512() {
-  return {DType::Q3_K, DType::Q8_K, Isa::Avx512, quantize_row_q8_k_avx2,
-          gemm_kquant<PanelK6, gemv_q3_k_avx2, unpack_q3_k_avx2, panel_gemm_k6_avx512>};
+  return {DType::Q3_K,
+          DType::Q8_K,
+          Isa::Avx512,
+          quantize_row_q8_k_avx2,
+          gemm_q3_k_avx512,
+          prepared_row_bytes_q3_k_avx512,
+          prepare_q3_k_avx512,
+          gemm_prepared_q3_k_avx512,
+          pack_rows_q3_k_avx512,
+          gemm_packed_q3_k_avx512,
+          /*packed_min_tokens=*/1};
 }
 
 }  // namespace th::cpu

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/act_q8.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
@@ -419,6 +420,39 @@ TEST(MatmulRegistry, Avx512PreparesWhereAvx2Does) {
       EXPECT_NE(avx512->gemm_prepared, nullptr) << dtype_name(t);
     }
   }
+}
+
+// Where the CPU has VBMI, find_matmul_kernel gives IQ4_NL's vpermb variant, so the suite
+// above no longer runs the plain AVX-512 one here: both must give the same bits on packed
+// weights (the same integer sums, the same float steps), odd shapes and token counts.
+TEST(MatmulRegistry, Iq4NlVbmiMatchesPlainAvx512) {
+  if (!has_avx512_vbmi()) GTEST_SKIP() << "this CPU lacks AVX-512 VBMI";
+  const MatmulKernel& plain = kMatmulIQ4_NLAvx512;
+  const MatmulKernel& vbmi = kMatmulIQ4_NLAvx512Vbmi;
+  ASSERT_EQ(find_matmul_kernel(DType::IQ4_NL, Isa::Avx512)->gemm_packed, vbmi.gemm_packed);
+  std::mt19937 rng(23);
+  for (int64_t cols : {288, 2048 + 96})
+    for (int64_t n_tokens : {1, 3, 9}) {
+      SCOPED_TRACE(testing::Message() << "cols " << cols << " tokens " << n_tokens);
+      const Problem p(plain, 37, cols, n_tokens, rng);
+      std::vector<float> y[2];
+      for (int i = 0; i < 2; ++i) {
+        const MatmulKernel& k = i == 0 ? plain : vbmi;
+        const size_t prb = k.prepared_row_bytes(cols);
+        std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens));
+        for (int64_t t = 0; t < n_tokens; ++t)
+          k.prepare(p.act.data() + t * p.act_row_bytes, cols, prepared.data() + t * prb);
+        std::vector<uint8_t> packed(p.w.size(), 0xEE);
+        k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data());
+        y[i].assign(static_cast<size_t>(n_tokens * p.y_stride), -1.0f);
+        k.gemm_packed(packed.data(), p.w_row_bytes, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, y[i].data(),
+                      p.y_stride);
+      }
+      EXPECT_EQ(y[0], y[1]);
+      const std::vector<float> want = p.run(plain);  // the file's layout's, bit for bit (NaN outside the rows)
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = p.r0; r < p.r1; ++r) ASSERT_EQ(y[0][t * p.y_stride + r], want[t * p.y_stride + r]);
+    }
 }
 
 TEST(MatmulRegistry, GenericIsAlwaysAvailable) {

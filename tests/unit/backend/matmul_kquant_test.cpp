@@ -372,9 +372,10 @@ TEST_P(MatmulKQuant, EmptyCallsWriteNothing) {
   EXPECT_EQ(y, std::vector<float>(rows, -12345.0f));
 }
 
-// The prepare hooks and packed weights (q4_K and q6_K on AVX-512), on odd row ranges,
-// padded and unaligned rows and prepared rows, token counts on both sides of the few-token
-// path (8) and of a token tile (64), several column chunks (2816 = 11 super-blocks), and
+// The prepare hooks and packed weights (q2_K, q3_K, q4_K, q6_K and iq4_xs on AVX-512), on
+// odd row ranges, padded and unaligned rows and prepared rows, token counts on both sides of
+// the few-token path (8) and of a token tile (64), one token included (what decode runs on
+// packed q2_K, q3_K and iq4_xs), several column chunks (2816 = 11 super-blocks), and
 // random bytes as weights: prepared rows give gemm's results bit for bit (the file's layout
 // runs the same code); packed weights run other float steps on the same exact integer sums,
 // so they are checked as gemm is, against the reference and against gemm, within

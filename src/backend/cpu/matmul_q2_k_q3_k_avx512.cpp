@@ -1,0 +1,189 @@
+// q2_K and q3_K weights x Q8_K activations, AVX-512 VNNI, on weights repacked at load: the
+// pieces act_q8k.h declares for their kernels' prepare hooks (prepare_q2_k_avx512,
+// pack_rows_q2_k_avx512, gemm_packed_q2_k_avx512 and the q3_K ones), on
+// kquant_groups_avx512.h's driver. The file's layout keeps the AVX2 path (gemv_q*_k_avx2 for
+// one token, the panels for more): TOKENHIVE_REPACK=0 runs exactly that.
+//
+// Why: a one-token q2_K super-block (84 bytes) cost about 65 ymm ops on the file's layout
+// (per 32-element chunk a shift, a mask, vpmaddubsw, a vpshufb for the scales, vpmaddwd and
+// an add), about 11 GB/s of compute per core here, barely above a core's share of the memory
+// bandwidth; the decode ran at 35-45% of the bandwidth ceiling (BENCHMARKS.md, session 6).
+// Here lane l of a zmm register stands for sub-block l (elements 16l .. 16l + 15, each with
+// its own scale), register k holding elements 16l + 4k .. 16l + 4k + 3 in it, so per
+// (row, token, super-block):
+//   q2_K: one 64-byte load, 3 shifts, 4 ands; dot = 4 vpdpbusd (levels 0..3 x s8)
+//         acc += cvt(dot) * (d s_l * d_a);  acc -= (dmin m_l) * (d_a bsums[l])   (q4_K's step)
+//   q3_K: the same two bits, plus the third one from four 64-bit masks (kmovq + a masked
+//         byte add of 4); dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
+//         acc += cvt(dot) * (d (s_l - 32) * d_a)
+// plus the lane scales (one 16-byte load, widen, convert, multiply): about 25 zmm ops per
+// super-block, each row's super-block decoded once for the tile's tokens.
+//
+// Packed super-blocks keep the file's size, so rows keep their offsets:
+//   q2_K (84):  [0, 64) the levels' image (byte 4l + i: element 16l + 4k + i at bits 2k),
+//               [64, 80) the file's scales, [80, 84) d, dmin.
+//   q3_K (110): [0, 64) the low two bits' image as q2_K's, [64, 96) mask k (8 bytes, k = 0..3:
+//               bit 4l + i is the third bit of element 16l + 4k + i), [96, 110) the file's
+//               scales and d, at their own offsets.
+//
+// Rounding: the integer sums are exact in both paths; this path scales each lane's sum, the
+// AVX2 path each block's scaled integer sum, so packed results are not bit-identical to
+// gemm; both stay within a few ulps of sum |w x| (the kquant tests check 2e-5 * sum |w x|).
+// GCC 12's AVX-512 headers warn on _mm512_undefined_*() once inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "backend/cpu/kquant_avx2.h"
+#include "backend/cpu/kquant_groups_avx512.h"
+
+namespace th::cpu {
+
+namespace {
+
+// Element e of a super-block: its low two bits at bit 2j of qs[32h + l], e = 128h + 32j + l
+// (q2_K and q3_K alike).
+int low_bits_at(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }
+
+// The 64-byte image of four 2-bit fields per byte: byte 4l + i holds element 16l + 4k + i at
+// bits 2k, so (image >> 2k) & 3 is register k.
+void write_two_bit_image(const uint8_t* qs, uint8_t* img) {
+  for (int l = 0; l < 16; ++l)
+    for (int i = 0; i < 4; ++i) {
+      const int e = 16 * l + i;
+      img[4 * l + i] = static_cast<uint8_t>(low_bits_at(qs, e) | low_bits_at(qs, e + 4) << 2 |
+                                            low_bits_at(qs, e + 8) << 4 | low_bits_at(qs, e + 12) << 6);
+    }
+}
+
+struct TwoBitRegs {
+  __m512i w[4];
+};
+
+inline TwoBitRegs two_bit_regs(const uint8_t* img) {
+  const __m512i a = _mm512_loadu_si512(img), m = _mm512_set1_epi8(3);
+  return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 2), m),
+           _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(_mm512_srli_epi16(a, 6), m)}};
+}
+
+struct Q2KGroup {
+  static constexpr int kSbBytes = sizeof(BlockQ2_K);  // 84
+  static constexpr int kScales = 64, kD = 80;          // in a packed super-block
+  static constexpr int kScVecs = 2;                    // d * s_l, dmin * m_l
+  static_assert(kSbBytes == kD + 4);
+  using Regs = TwoBitRegs;
+
+  static Regs load(const uint8_t* g) { return two_bit_regs(g); }
+  // d * s_l and dmin * m_l in lane l (exact: an 11-bit d times a 4-bit scale).
+  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
+    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales)));
+    uint32_t dd;
+    std::memcpy(&dd, g + kD, 4);
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));  // d, dmin
+    s[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(z, _mm512_set1_epi32(0xF))), _mm512_broadcastss_ps(dm));
+    s[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(z, 4)), _mm512_broadcastss_ps(_mm_movehdup_ps(dm)));
+  }
+  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
+    const __m512i dot = dot_lanes(regs, a, _mm512_setzero_si512());
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
+    return _mm512_fnmadd_ps(s[1], _mm512_loadu_ps(reinterpret_cast<const float*>(a + kAuxOffset)), acc);
+  }
+  // d_a times each lane's 16-element sum, for the mins.
+  static void aux(const uint8_t* blk, uint8_t* out) {
+    float da;
+    std::memcpy(&da, blk, 4);
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums)))));
+    _mm512_storeu_ps(reinterpret_cast<float*>(out), _mm512_mul_ps(s, _mm512_set1_ps(da)));
+  }
+  static void pack(const uint8_t* src, uint8_t* dst) {
+    write_two_bit_image(src + offsetof(BlockQ2_K, qs), dst);
+    std::memcpy(dst + kScales, src + offsetof(BlockQ2_K, scales), 16);
+    std::memcpy(dst + kD, src + offsetof(BlockQ2_K, d), 4);  // d, dmin
+  }
+};
+
+struct Q3KGroup {
+  static constexpr int kSbBytes = sizeof(BlockQ3_K);  // 110
+  static constexpr int kMasks = 64, kScales = offsetof(BlockQ3_K, scales), kD = offsetof(BlockQ3_K, d);
+  static constexpr int kScVecs = 1;  // d * (s_l - 32)
+  static_assert(kScales == 96 && kD == 108 && kSbBytes == kD + 2);
+  using Regs = TwoBitRegs;
+
+  static Regs load(const uint8_t* g) {
+    Regs r = two_bit_regs(g);
+    const __m512i four = _mm512_set1_epi8(4);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      uint64_t bits;
+      std::memcpy(&bits, g + kMasks + 8 * k, 8);
+      r.w[k] = _mm512_mask_add_epi8(r.w[k], _cvtu64_mask64(bits), r.w[k], four);
+    }
+    return r;
+  }
+  // d * (s_l - 32) in lane l (exact: an 11-bit d times a 6-bit scale).
+  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(kquant_avx2::q3_scales(g + kScales)));
+    s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(kquant_avx2::load_f16(g + kD)));
+  }
+  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
+    const __m512i dot = dot_lanes(regs, a, _mm512_loadu_si512(a + kAuxOffset));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
+  }
+  // The offset's correction: -4 times each lane's 16-element sum, as int32.
+  static void aux(const uint8_t* blk, uint8_t* out) {
+    const __m512i bs = _mm512_cvtepi16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums))));
+    _mm512_storeu_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 2)));
+  }
+  static void pack(const uint8_t* src, uint8_t* dst) {
+    write_two_bit_image(src + offsetof(BlockQ3_K, qs), dst);
+    const uint8_t* hm = src + offsetof(BlockQ3_K, hmask);
+    // Element e's third bit: bit e / 32 of hmask[e % 32].
+    for (int k = 0; k < 4; ++k) {
+      uint64_t bits = 0;
+      for (int l = 0; l < 16; ++l)
+        for (int i = 0; i < 4; ++i) {
+          const int e = 16 * l + 4 * k + i;
+          bits |= static_cast<uint64_t>((hm[e % 32] >> (e / 32)) & 1) << (4 * l + i);
+        }
+      std::memcpy(dst + kMasks + 8 * k, &bits, 8);
+    }
+    std::memcpy(dst + kScales, src + kScales, kSbBytes - kScales);  // scales, d
+  }
+};
+
+// kR x kT tiles for batches; up to kT tokens run kR1 rows at a time with inline scales.
+constexpr int kR = 1, kT = 8, kR1 = 1;
+
+}  // namespace
+
+size_t prepared_row_bytes_q2_k_avx512(int64_t cols) { return kq_prepared_row_bytes<Q2KGroup>(cols); }
+
+void prepare_q2_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst) { kq_prepare<Q2KGroup>(act, cols, dst); }
+
+void pack_rows_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                           uint8_t* out) {
+  kq_pack_rows<Q2KGroup>(w, w_row_bytes, cols, r0, r1, out);
+}
+
+void gemm_packed_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  kq_gemm_packed<Q2KGroup, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
+}
+
+size_t prepared_row_bytes_q3_k_avx512(int64_t cols) { return kq_prepared_row_bytes<Q3KGroup>(cols); }
+
+void prepare_q3_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst) { kq_prepare<Q3KGroup>(act, cols, dst); }
+
+void pack_rows_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                           uint8_t* out) {
+  kq_pack_rows<Q3KGroup>(w, w_row_bytes, cols, r0, r1, out);
+}
+
+void gemm_packed_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  kq_gemm_packed<Q3KGroup, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
+}
+
+}  // namespace th::cpu

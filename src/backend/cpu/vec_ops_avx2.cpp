@@ -340,7 +340,7 @@ void exp_f32(const float* x, float* y, int64_t n) {
 
 const VecOps& avx2_vec_ops() {
   static const VecOps ops = {Isa::Avx2, &Avx2::to_f32, &gemm_f32, &rmsnorm, &swiglu, &exp_f32,
-                             &flash_attend_group<Avx2>};
+                             &flash_attend_span<Avx2>};
   return ops;
 }
 

@@ -1,12 +1,12 @@
 // Decode attention at long context: one token's q heads against n positions of f16 K/V
-// (TinyLlama's shape: 32 q heads, 4 KV heads of 64), one kv-head group per call as the
-// backend runs it, one thread. CPU time per token of the whole layer; compare with the
+// (TinyLlama's shape: 32 q heads, 4 KV heads of 64), all positions in one span (before
+// session 9: one kv-head group per call, the same work), one thread. CPU time per token of the whole layer; compare with the
 // layer's share of a decode step (BENCHMARKS.md, "Decode at long context").
 //   build/micro_bench --benchmark_filter=AttentionDecode
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -53,13 +53,62 @@ void BM_AttentionDecode(benchmark::State& state) {
   cpu::AttentionTask task{&kv, &batch, q.data(), out.data(), kHeads, kKvHeads, kHeadDim, 0.125f};
   cpu::AttentionScratch scratch;
   const cpu::VecOps& ops = cpu::vec_ops(isa);
+  std::vector<float> part(static_cast<size_t>(kHeads * (kHeadDim + 2)));
   for (auto _ : state) {
-    for (int64_t h = 0; h < kKvHeads; ++h) ops.attend(task, 0, h, scratch);
-    benchmark::DoNotOptimize(out.data());
+    ops.attend_span(task, 0, 0, n_pos, scratch, part.data());
+    benchmark::DoNotOptimize(part.data());
   }
   state.counters["positions"] = static_cast<double>(n_pos);
 }
 // Args: ISA (0 generic, 1 avx2, 2 avx512), positions.
-BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1, 2}, {512, 4096}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1, 2}, {512, 4096, 16384}})->Unit(benchmark::kMicrosecond);
+
+// The same layer through the CPU backend's attention, as a decode step runs it (on the
+// AVX-512 table: positions in spans over every kv head, shared by the threads, then merged).
+// Wall time per token; args: ISA, positions, threads.
+void BM_AttentionDecodeBackend(benchmark::State& state) {
+  const auto isa = static_cast<cpu::Isa>(state.range(0));
+  const std::vector<cpu::Isa>& have = cpu::available_isas();
+  if (std::find(have.begin(), have.end(), isa) == have.end()) {
+    state.SkipWithError("this CPU lacks the ISA");
+    return;
+  }
+  const int64_t n_pos = state.range(1);
+  constexpr int64_t kHeads = 32, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
+  const int64_t kv_dim = kKvHeads * kHeadDim;
+  CpuBackendOptions o;
+  o.isa = isa;
+  o.n_threads = static_cast<int>(state.range(2));
+  const std::unique_ptr<Backend> be = make_cpu_backend(o);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t half_floats = static_cast<size_t>(n_pos * kv_dim / 2);  // f16 rows in float buffers
+  float* k = be->alloc(static_cast<int64_t>(half_floats));
+  float* v = be->alloc(static_cast<int64_t>(half_floats));
+  auto* kh = reinterpret_cast<uint16_t*>(k);
+  auto* vh = reinterpret_cast<uint16_t*>(v);
+  for (size_t i = 0; i < 2 * half_floats; ++i) {
+    kh[i] = f32_to_f16(normal(rng));
+    vh[i] = f32_to_f16(normal(rng));
+  }
+  float* q = be->alloc(kHeads * kHeadDim);
+  float* out = be->alloc(kHeads * kHeadDim);
+  for (int64_t i = 0; i < kHeads * kHeadDim; ++i) q[i] = normal(rng);
+  std::vector<int32_t> table(static_cast<size_t>((n_pos + kBlock - 1) / kBlock));
+  for (size_t b = 0; b < table.size(); ++b) table[b] = static_cast<int32_t>(b);
+  const std::span<const int32_t> tables[1] = {table};
+  const int32_t seq = 0, pos = static_cast<int32_t>(n_pos - 1), slot = pos;
+  const AttentionBatch batch{1, &seq, &pos, &slot, tables, kBlock};
+  const KvLayerView kv{k, v, kv_dim, DType::F16};
+  for (auto _ : state) {
+    be->attention(kv, batch, q, out, kHeads, kKvHeads, kHeadDim, 0.125f, {});
+    benchmark::DoNotOptimize(out);
+  }
+  for (float* p : {k, v, q, out}) be->free(p);
+}
+BENCHMARK(BM_AttentionDecodeBackend)
+    ->ArgsProduct({{1, 2}, {4096, 16384}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace

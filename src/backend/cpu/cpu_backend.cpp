@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/attention_parts.h"
 #include "backend/cpu/kernel_select.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/rope_cache.h"
@@ -270,21 +271,73 @@ class CpuBackend final : public Backend {
   void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out, int64_t n_heads,
                  int64_t n_kv_heads, int64_t head_dim, float scale, const AttentionOptions& opt) override {
     const cpu::AttentionTask task{&kv, &b, q, out, n_heads, n_kv_heads, head_dim, scale, opt.window, opt.softcap};
-    const int64_t n_tasks = b.n_tokens * n_kv_heads;
     // Work in K/V elements read; a decode step of a small model is not worth waking the pool.
     int64_t work = 0;
     for (int64_t t = 0; t < b.n_tokens; ++t) work += (static_cast<int64_t>(b.token_pos[t]) + 1) * 2 * n_kv_heads * head_dim;
-    auto one = [&](int64_t i, int tid) {
-      ops_->attend(task, i / n_kv_heads, i % n_kv_heads, attention_scratch_[static_cast<size_t>(tid)]);
-    };
-    if (work < kParallelMinFloats) {
-      for (int64_t i = 0; i < n_tasks; ++i) one(i, 0);
-    } else {
-      parallel_chunks(n_tasks, one);
-    }
+    attention_in_spans(task, work < kParallelMinFloats);
   }
 
  private:
+  // Each token's positions in spans of cpu::attention_span (from the window's start), a span
+  // covering every kv head: its K/V rows are read whole and in order. With fewer tokens than
+  // chunks the threads want (decode), the spans are the chunks and their parts are merged
+  // after; otherwise a token is a chunk and merges its spans as it goes. Same order of
+  // merging either way, so a token's result does not depend on its batch or the threads.
+  void attention_in_spans(const cpu::AttentionTask& task, bool serial) {
+    const AttentionBatch& b = *task.batch;
+    const int64_t hd = task.head_dim, part_floats = task.n_heads * (hd + 2);
+    span_first_.assign(1, 0);
+    for (int64_t t = 0; t < b.n_tokens; ++t) {
+      const int64_t n_pos = static_cast<int64_t>(b.token_pos[t]) + 1;
+      const int64_t p_begin = task.window > 0 ? std::max<int64_t>(0, n_pos - task.window) : 0;
+      span_first_.push_back(span_first_.back() + ceil_div(n_pos - p_begin, cpu::attention_span(n_pos - p_begin)));
+    }
+    auto span = [&](int64_t t, int64_t i, cpu::AttentionScratch& sc, float* part) {
+      const int64_t n_pos = static_cast<int64_t>(b.token_pos[t]) + 1;
+      const int64_t p_begin = task.window > 0 ? std::max<int64_t>(0, n_pos - task.window) : 0;
+      const int64_t len = cpu::attention_span(n_pos - p_begin), lo = p_begin + i * len;
+      ops_->attend_span(task, t, lo, std::min(n_pos, lo + len), sc, part);
+    };
+    auto first_span = [&](int64_t t) { return span_first_[static_cast<size_t>(t)]; };
+    const int64_t n_spans = span_first_.back();
+    const int64_t threads = serial ? 1 : pool_.size();
+    if (b.n_tokens >= threads * kChunksPerThread || n_spans == b.n_tokens) {
+      auto token = [&](int64_t t, int tid) {
+        cpu::AttentionScratch& sc = attention_scratch_[static_cast<size_t>(tid)];
+        sc.part.resize(static_cast<size_t>(part_floats));
+        sc.state.resize(static_cast<size_t>(part_floats));
+        cpu::clear_attention_state(sc.state.data(), task.n_heads, hd);
+        for (int64_t i = 0; i < first_span(t + 1) - first_span(t); ++i) {
+          span(t, i, sc, sc.part.data());
+          cpu::merge_attention_part(sc.state.data(), sc.part.data(), task.n_heads, hd);
+        }
+        cpu::finish_attention_state(sc.state.data(), task.out + t * task.n_heads * hd, task.n_heads, hd);
+      };
+      if (serial) {
+        for (int64_t t = 0; t < b.n_tokens; ++t) token(t, 0);
+      } else {
+        parallel_chunks(b.n_tokens, token);
+      }
+      return;
+    }
+    span_parts_.resize(static_cast<size_t>(n_spans * part_floats));
+    span_token_.resize(static_cast<size_t>(n_spans));
+    for (int64_t t = 0; t < b.n_tokens; ++t)
+      std::fill(span_token_.begin() + first_span(t), span_token_.begin() + first_span(t + 1), t);
+    parallel_chunks(n_spans, [&](int64_t c, int tid) {
+      const int64_t t = span_token_[static_cast<size_t>(c)];
+      span(t, c - first_span(t), attention_scratch_[static_cast<size_t>(tid)], span_parts_.data() + c * part_floats);
+    });
+    std::vector<float>& state = attention_scratch_[0].state;
+    state.resize(static_cast<size_t>(part_floats));
+    for (int64_t t = 0; t < b.n_tokens; ++t) {
+      cpu::clear_attention_state(state.data(), task.n_heads, hd);
+      for (int64_t c = first_span(t); c < first_span(t + 1); ++c)
+        cpu::merge_attention_part(state.data(), span_parts_.data() + c * part_floats, task.n_heads, hd);
+      cpu::finish_attention_state(state.data(), task.out + t * task.n_heads * hd, task.n_heads, hd);
+    }
+  }
+
   // Runs f(chunk, thread index) for every chunk < n_chunks, chunks claimed in order from a
   // shared counter by whichever thread is free.
   template <class F>
@@ -388,6 +441,8 @@ class CpuBackend final : public Backend {
   std::atomic<int64_t> next_chunk_{0};
   std::vector<std::vector<float>> weight_scratch_;            // per thread: dequantized weight rows
   std::vector<cpu::AttentionScratch> attention_scratch_;      // per thread
+  std::vector<int64_t> span_first_, span_token_;              // attention_in_spans: spans by token
+  std::vector<float> span_parts_;                             // and their parts, when spans are the chunks
   std::vector<uint8_t> act_;                                  // activations in the kernel's format
   AlignedBytes prepared_;                                     // and prepared, for kernels with a prepare step
   bool repack_ = true;                                        // CpuBackendOptions::repack_weights

@@ -31,6 +31,8 @@ struct AttentionTask {
 struct AttentionScratch {
   std::vector<float> floats;
   std::vector<const float*> rows;
+  std::vector<const uint16_t*> half_rows;  // f16/bf16 K/V row pointers (the heads-in-lanes kernels)
+  std::vector<float> part, state;          // a span's part and a token's merged state (attention_parts.h)
 };
 
 /// @brief KV positions processed per step of the online softmax: K and V tiles of
@@ -57,10 +59,14 @@ struct VecOps {
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   /// y[i] = exp(x[i]) (relative error at most kExpMaxRelError for x in [-87, 88]).
   void (*exp)(const float* x, float* y, int64_t n) = nullptr;
-  /// Causal attention of the q heads that share kv head `kv_head`, for one token: one pass
-  /// over its positions with a running max and sum (no full-length score buffer), each K/V
-  /// row converted to f32 once for the whole group.
-  void (*attend)(const AttentionTask& task, int64_t token, int64_t kv_head, AttentionScratch& scratch) = nullptr;
+  /// Causal attention of token `token`'s q heads over positions [p_lo, p_hi) of every kv
+  /// head, flash-attention style (one pass, a running max and sum, no full-length score
+  /// buffer, each K/V row converted once for the group of q heads sharing it), as a part
+  /// (attention_parts.h) of n_heads x (head_dim + 2) floats. The backend splits a token's
+  /// positions into spans (attention_span) and merges the parts in order, so a token's
+  /// result is the same whichever thread computes which span.
+  void (*attend_span)(const AttentionTask& task, int64_t token, int64_t p_lo, int64_t p_hi, AttentionScratch& scratch,
+                      float* part) = nullptr;
 };
 
 /// @brief The vectorized exp's error bound (Cephes' expf polynomial: 1.7e-7, under 3 units

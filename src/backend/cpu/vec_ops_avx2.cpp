@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <span>
 
 #include "backend/cpu/flash_attention.h"
 #include "backend/cpu/vec_ops.h"
@@ -336,11 +338,210 @@ void exp_f32(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = exp1(x[i]);
 }
 
+// ---------------------------------------------------------------- heads in lanes
+// vec_ops_avx512.cpp's decode attention with the group's heads in the vector lanes, in 8
+// lanes: groups of 5 to 8 heads take a lane each (P = 1 position per vector: K needs no
+// reordering, a score vector is one FMA per dimension with K[p][d] broadcast), groups of 3
+// or 4 two lanes each (P = 2: pairs of rows interleaved, 4 shuffles per 8 elements of two
+// rows). f16/bf16 K/V, heads a multiple of 8 long, no soft-cap; the rest takes
+// flash_attend_span.
+
+template <int P>
+inline __m256 broadcast_chunk8(const float* p) {
+  if constexpr (P == 1) {
+    return _mm256_broadcast_ss(p);
+  } else {
+    double d;
+    std::memcpy(&d, p, sizeof d);
+    return _mm256_castpd_ps(_mm256_set1_pd(d));
+  }
+}
+
+inline __m256 half8_to_f32(const uint16_t* h, bool bf16) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
+  return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)) : _mm256_cvtph_ps(v);
+}
+
+struct LaneJob8 {
+  const uint16_t* const* k_rows;  // the tile's K/V rows (their first element)
+  const uint16_t* const* v_rows;
+  float* qi;   // [hd][8]: lane L = q[head L / P][d] * scale (0 for padding heads)
+  float* ki;   // [tile / P][hd][P]
+  float* e;    // [tile / P][8] scores, then weights
+  float* acc;  // [GP][hd] unnormalized outputs
+  int64_t first, hd;
+  bool bf16;
+};
+
+// Rows [0, n) (n <= P) into chunk layout at dst; rows n.. are zero.
+template <int P>
+inline void pack_chunk8(const uint16_t* const* rows, int64_t n, const LaneJob8& j, float* dst) {
+  for (int64_t i = 0; i < j.hd; i += 8) {
+    const __m256 a = n > 0 ? half8_to_f32(rows[0] + j.first + i, j.bf16) : _mm256_setzero_ps();
+    if constexpr (P == 1) {
+      _mm256_store_ps(dst + i, a);
+    } else {
+      const __m256 b = n > 1 ? half8_to_f32(rows[1] + j.first + i, j.bf16) : _mm256_setzero_ps();
+      const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);  // a0 b0 a1 b1 | a4 b4 a5 b5
+      _mm256_store_ps(dst + 2 * i, _mm256_permute2f128_ps(lo, hi, 0x20));
+      _mm256_store_ps(dst + 2 * i + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+  }
+}
+
+template <int GP, int NV>
+void weigh_values8(const LaneJob8& j, int64_t nt, const float* corr) {
+  constexpr int P = 8 / GP;
+  for (int64_t dc = 0; dc < j.hd; dc += 8 * NV) {
+    const int nv = static_cast<int>(std::min<int64_t>(NV, (j.hd - dc) / 8));
+    __m256 a[GP][NV];
+    for (int g = 0; g < GP; ++g) {
+      const __m256 c = _mm256_set1_ps(corr[g * P]);
+      for (int v = 0; v < NV; ++v)
+        a[g][v] = v < nv ? _mm256_mul_ps(_mm256_load_ps(j.acc + g * j.hd + dc + 8 * v), c) : _mm256_setzero_ps();
+    }
+    for (int64_t p = 0; p < nt; ++p) {
+      const float* w = j.e + (p / P) * 8 + p % P;
+      const uint16_t* vr = j.v_rows[p] + j.first + dc;
+      __m256 x[NV];
+      for (int v = 0; v < NV; ++v) x[v] = v < nv ? half8_to_f32(vr + 8 * v, j.bf16) : _mm256_setzero_ps();
+      for (int g = 0; g < GP; ++g) {
+        const __m256 wg = _mm256_broadcast_ss(w + g * P);
+        for (int v = 0; v < NV; ++v) a[g][v] = _mm256_fmadd_ps(wg, x[v], a[g][v]);
+      }
+    }
+    for (int g = 0; g < GP; ++g)
+      for (int v = 0; v < nv; ++v) _mm256_store_ps(j.acc + g * j.hd + dc + 8 * v, a[g][v]);
+  }
+}
+
+template <int P>
+inline __m256 max_over_chunk8(__m256 x) {
+  if constexpr (P == 2) x = _mm256_max_ps(x, _mm256_permute_ps(x, 0xB1));  // swap lane pairs
+  return x;
+}
+
+template <int GP>
+void lanes_tile8(const LaneJob8& j, int64_t nt, __m256& m, __m256& l) {
+  constexpr int P = 8 / GP;
+  constexpr int NB = 8;  // chunks scored together: 8 FMA chains, 8 + 2 of 16 ymm registers
+  constexpr int NV = GP == 8 ? 1 : 2;
+  const int64_t n_chunks = (nt + P * NB - 1) / (P * NB) * NB;
+  const int64_t chunk_floats = j.hd * P;
+  for (int64_t c = 0; c < n_chunks; ++c)
+    pack_chunk8<P>(j.k_rows + c * P, std::min<int64_t>(P, nt - c * P), j, j.ki + c * chunk_floats);
+  const __m256i pos = P == 2 ? _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1) : _mm256_setzero_si256();
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 mx = neg_inf;
+  for (int64_t c0 = 0; c0 < n_chunks; c0 += NB) {
+    __m256 s[NB];
+    for (int b = 0; b < NB; ++b) s[b] = _mm256_setzero_ps();
+    const float* kc = j.ki + c0 * chunk_floats;
+    for (int64_t d = 0; d < j.hd; ++d) {
+      const __m256 qv = _mm256_load_ps(j.qi + d * 8);
+      for (int b = 0; b < NB; ++b) s[b] = _mm256_fmadd_ps(qv, broadcast_chunk8<P>(kc + b * chunk_floats + d * P), s[b]);
+    }
+    for (int b = 0; b < NB; ++b) {
+      // lane valid when its position (c0 + b) * P + L % P < nt
+      const __m256i at = _mm256_add_epi32(pos, _mm256_set1_epi32(static_cast<int>((c0 + b) * P)));
+      const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nt)), at));
+      const __m256 sb = _mm256_blendv_ps(neg_inf, s[b], valid);
+      _mm256_store_ps(j.e + (c0 + b) * 8, sb);
+      mx = _mm256_max_ps(mx, sb);
+    }
+  }
+  const __m256 m_new = _mm256_max_ps(m, max_over_chunk8<P>(mx));
+  const __m256 corr = exp8(_mm256_sub_ps(m, m_new));  // exp(-87.3) times zeros on the first tile
+  m = m_new;
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const __m256 sc = _mm256_load_ps(j.e + c * 8);
+    const __m256 w = _mm256_and_ps(_mm256_cmp_ps(sc, neg_inf, _CMP_NEQ_OQ), exp8(_mm256_sub_ps(sc, m)));
+    _mm256_store_ps(j.e + c * 8, w);
+    sum = _mm256_add_ps(sum, w);
+  }
+  l = _mm256_fmadd_ps(l, corr, sum);
+  alignas(32) float cs[8];
+  _mm256_store_ps(cs, corr);
+  weigh_values8<GP, NV>(j, nt, cs);
+}
+
+template <int GP>
+void lanes_span8(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
+  constexpr int P = 8 / GP;
+  const KvLayerView& kv = *a.kv;
+  const AttentionBatch& b = *a.batch;
+  const int64_t group = a.n_heads / a.n_kv_heads, n_kv = a.n_kv_heads, hd = a.head_dim;
+  const int64_t step = P * 8, tile = std::max<int64_t>(step, 4096 / hd / step * step);
+  const std::span<const int32_t> table = b.seq_tables[static_cast<size_t>(b.token_seq[t])];
+  const size_t rb = kv.row_bytes();
+  const auto* k_pool = static_cast<const uint8_t*>(kv.k);
+  const auto* v_pool = static_cast<const uint8_t*>(kv.v);
+  const int64_t n_q = hd * 8, n_acc = GP * hd, per_head = n_q + n_acc + 16, n_k = tile * hd, n_e = tile / P * 8;
+  sc.floats.resize(static_cast<size_t>(n_kv * per_head + n_k + n_e + 8));
+  sc.half_rows.resize(static_cast<size_t>(2 * tile));
+  float* base = sc.floats.data();
+  base += (32 - reinterpret_cast<uintptr_t>(base) % 32) % 32 / sizeof(float);
+  float* ki = base + n_kv * per_head;
+  const uint16_t** k_rows = sc.half_rows.data();
+  const uint16_t** v_rows = k_rows + tile;
+  auto job = [&](int64_t h) {
+    float* hb = base + h * per_head;
+    return LaneJob8{k_rows, v_rows, hb, ki, ki + n_k, hb + n_q, h * hd, hd, kv.type == DType::BF16};
+  };
+  for (int64_t h = 0; h < n_kv; ++h) {
+    const LaneJob8 j = job(h);
+    const float* q = a.q + (t * a.n_heads + h * group) * hd;
+    for (int64_t d = 0; d < hd; ++d)
+      for (int L = 0; L < 8; ++L) j.qi[d * 8 + L] = L / P < group ? q[(L / P) * hd + d] * a.scale : 0.0f;
+    std::fill(j.acc, j.acc + n_acc, 0.0f);
+    std::fill(j.acc + n_acc, j.acc + n_acc + 8, -std::numeric_limits<float>::infinity());
+    std::fill(j.acc + n_acc + 8, j.acc + n_acc + 16, 0.0f);
+  }
+  for (int64_t p0 = p_lo; p0 < p_hi; p0 += tile) {
+    const int64_t nt = std::min(tile, p_hi - p0);
+    int64_t blk = p0 / b.block_size, off = p0 % b.block_size;
+    for (int64_t r = 0; r < nt; ++r, ++off) {
+      if (off == b.block_size) off = 0, ++blk;
+      const size_t at = static_cast<size_t>(static_cast<int64_t>(table[static_cast<size_t>(blk)]) * b.block_size + off) * rb;
+      k_rows[r] = reinterpret_cast<const uint16_t*>(k_pool + at);
+      v_rows[r] = reinterpret_cast<const uint16_t*>(v_pool + at);
+    }
+    for (int64_t h = 0; h < n_kv; ++h) {
+      const LaneJob8 j = job(h);
+      float* ml = j.acc + n_acc;
+      __m256 m = _mm256_load_ps(ml), l = _mm256_load_ps(ml + 8);
+      lanes_tile8<GP>(j, nt, m, l);
+      _mm256_store_ps(ml, m);
+      _mm256_store_ps(ml + 8, l);
+    }
+  }
+  for (int64_t h = 0; h < n_kv; ++h) {
+    const LaneJob8 j = job(h);
+    const float* ml = j.acc + n_acc;
+    for (int64_t g = 0; g < group; ++g) {
+      float* pp = part + (h * group + g) * (hd + 2);
+      pp[0] = ml[g * P];
+      pp[1] = P == 2 ? ml[8 + g * P] + ml[8 + g * P + 1] : ml[8 + g];
+      std::copy(j.acc + g * hd, j.acc + g * hd + hd, pp + 2);
+    }
+  }
+}
+
+void attend_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
+  const int64_t group = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
+  const bool half = a.kv->type == DType::F16 || a.kv->type == DType::BF16;
+  if (!half || a.softcap != 0.0f || group < 3 || group > 8 || a.head_dim % 8 != 0)
+    return flash_attend_span<Avx2>(a, t, p_lo, p_hi, sc, part);
+  if (group <= 4) return lanes_span8<4>(a, t, p_lo, p_hi, sc, part);
+  lanes_span8<8>(a, t, p_lo, p_hi, sc, part);
+}
+
 }  // namespace
 
 const VecOps& avx2_vec_ops() {
   static const VecOps ops = {Isa::Avx2, &Avx2::to_f32, &gemm_f32, &rmsnorm, &swiglu, &exp_f32,
-                             &flash_attend_group<Avx2>};
+                             &attend_span};
   return ops;
 }
 

@@ -112,7 +112,7 @@ void exp_f32(const float* x, float* y, int64_t n) {
 
 const VecOps& generic_vec_ops() {
   static const VecOps ops = {Isa::Generic, &Generic::to_f32, &gemm_f32, &rmsnorm, &swiglu, &exp_f32,
-                             &flash_attend_group<Generic>};
+                             &flash_attend_span<Generic>};
   return ops;
 }
 

@@ -488,6 +488,101 @@ TEST_P(BackendOps, AttentionRaggedBatchEveryKvTypeGqaRatioAndBlockSize) {
   }
 }
 
+// Long contexts at real head sizes, where the AVX-512 kernel keeps a group's heads in the
+// vector lanes (groups of 3 to 16 over f16/bf16 K/V): decode tokens of one sequence whose
+// lengths end mid-tile, on a tile's end (64 positions for heads of 64) and on a block's
+// start, over many tiles of a block table scattered in the pool. Same bound as above,
+// computed from the rows as both backends read them.
+TEST_P(BackendOps, AttentionLongContextHeadsOf64And128) {
+  struct Shape {
+    int64_t head_dim, n_kv_heads, ratio;
+  };
+  // TinyLlama (8 q heads per kv head of 64), Llama 3 8B's ratio 4 at 128, a padded group
+  // of 3 and a full group of 16.
+  const std::vector<Shape> shapes = {{64, 4, 8}, {128, 1, 4}, {64, 1, 3}, {64, 1, 16}};
+  // n_pos 701 (spans of 192, 192, 192, 125; the last tile of each mid-tile), 576 (3 spans of
+  // 192: 3 tiles of 64 each), 321 (20 blocks and 1), 18 and 1.
+  const std::vector<int32_t> positions = {700, 575, 320, 17, 0};
+  const int64_t block = 16, n_pos_max = 701;
+  for (DType type : {DType::F16, DType::BF16}) {
+    for (const Shape& sh : shapes) {
+      if (type == DType::BF16 && sh.ratio != 8) continue;  // bf16 differs only in the conversion
+      SCOPED_TRACE(std::string(dtype_name(type)) + " head_dim " + std::to_string(sh.head_dim) + " gqa " + std::to_string(sh.ratio));
+      const int64_t hd = sh.head_dim, n_kv = sh.n_kv_heads, n_heads = n_kv * sh.ratio, kv_dim = n_kv * hd;
+      const int64_t n_blocks = (n_pos_max + block - 1) / block;
+      std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), rng_);
+      const std::span<const int32_t> spans[1] = {table};
+      auto slot_of = [&](int64_t p) { return static_cast<int32_t>(table[static_cast<size_t>(p / block)] * block + p % block); };
+      KvPools pools(*ref_, n_blocks * block, kv_dim, type);
+      const KvLayerView kv{pools.k, pools.v, kv_dim, type};
+      std::vector<int32_t> fill_slot;
+      for (int64_t p = 0; p < n_pos_max; ++p) fill_slot.push_back(slot_of(p));
+      AttentionBatch fill;
+      fill.n_tokens = n_pos_max;
+      fill.token_slot = fill_slot.data();
+      const std::vector<float> k = random_floats(rng_, n_pos_max * kv_dim, -2, 2);
+      const std::vector<float> v = random_floats(rng_, n_pos_max * kv_dim, -2, 2);
+      ref_->kv_write(kv, fill, k.data(), v.data());
+      // The rows as stored (rounded to the K/V type), by position.
+      std::vector<float> kf(k.size()), vf(v.size());
+      for (int64_t p = 0; p < n_pos_max; ++p) {
+        const size_t off = static_cast<size_t>(slot_of(p)) * kv.row_bytes();
+        dequantize_row(type, reinterpret_cast<const uint8_t*>(pools.k) + off, kf.data() + p * kv_dim, kv_dim);
+        dequantize_row(type, reinterpret_cast<const uint8_t*>(pools.v) + off, vf.data() + p * kv_dim, kv_dim);
+      }
+      const int64_t n_tok = static_cast<int64_t>(positions.size());
+      const std::vector<int32_t> tok_seq(positions.size(), 0);
+      std::vector<int32_t> tok_slot;
+      for (int32_t p : positions) tok_slot.push_back(slot_of(p));
+      const AttentionBatch ab{n_tok, tok_seq.data(), positions.data(), tok_slot.data(), spans, block};
+      const std::vector<float> q = random_floats(rng_, n_tok * n_heads * hd, -2, 2);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      Buf qf(*fast_, q), of(*fast_, n_tok * n_heads * hd), qr(*ref_, q), orf(*ref_, n_tok * n_heads * hd);
+      fast_->attention(kv, ab, qf.p, of.p, n_heads, n_kv, hd, scale, {});
+      ref_->attention(kv, ab, qr.p, orf.p, n_heads, n_kv, hd, scale, {});
+      const std::vector<float> got = of.get(), want = orf.get();
+      // A token alone gives the same bits as in the batch: alone, a decode token's spans are
+      // the threads' chunks, merged after; in a batch of 5 on one thread a token is a chunk.
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const AttentionBatch one{1, tok_seq.data(), positions.data() + t, tok_slot.data() + t, spans, block};
+        Buf q1(*fast_, std::vector<float>(q.begin() + t * n_heads * hd, q.begin() + (t + 1) * n_heads * hd));
+        Buf o1(*fast_, n_heads * hd);
+        fast_->attention(kv, one, q1.p, o1.p, n_heads, n_kv, hd, scale, {});
+        const std::vector<float> alone = o1.get();
+        ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + t * n_heads * hd, alone.size() * sizeof(float)))
+            << "position " << positions[static_cast<size_t>(t)] << " alone differs from the batch";
+      }
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const int64_t n_pos = positions[static_cast<size_t>(t)] + 1;
+        for (int64_t h = 0; h < n_heads; ++h) {
+          const int64_t kvh = h / sh.ratio;
+          const float* qh = q.data() + (t * n_heads + h) * hd;
+          double d_max = 0;
+          std::vector<double> vmax(static_cast<size_t>(hd), 0.0);
+          for (int64_t p = 0; p < n_pos; ++p) {
+            const float* kr = kf.data() + p * kv_dim + kvh * hd;
+            const float* vr = vf.data() + p * kv_dim + kvh * hd;
+            double sabs = 0;
+            for (int64_t i = 0; i < hd; ++i) {
+              sabs += std::fabs(double(qh[i]) * kr[i]);
+              vmax[static_cast<size_t>(i)] = std::max(vmax[static_cast<size_t>(i)], double(std::fabs(vr[i])));
+            }
+            d_max = std::max(d_max, (hd + 2) * kU * scale * sabs);
+          }
+          const double rel = 4 * d_max + 2 * (cpu::kExpMaxRelError + kU) + 3 * (n_pos + 2) * kU;
+          for (int64_t i = 0; i < hd; ++i) {
+            const size_t at = static_cast<size_t>((t * n_heads + h) * hd + i);
+            ASSERT_LE(std::fabs(double(got[at]) - want[at]), rel * vmax[static_cast<size_t>(i)])
+                << "position " << n_pos - 1 << " head " << h << " element " << i << ": " << got[at] << " vs " << want[at];
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ThreadsAndIsas, BackendOps, ::testing::ValuesIn(configs()), config_name);
 
 }  // namespace

@@ -13,6 +13,7 @@ scripts/setup.sh >/dev/null
 total_pass=0
 total_fail=0
 run_ctest() {  # dir label
+  rm -f "$1/Testing/Temporary/LastTestsFailed.log"  # ctest leaves an old one when all pass
   set +e
   (cd "$1" && ctest --output-on-failure -j "$JOBS" --timeout 600)
   local rc=$?

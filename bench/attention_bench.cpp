@@ -19,13 +19,17 @@ namespace {
 
 using namespace th;
 
+// False (the benchmark marked skipped) when this CPU cannot run `isa`.
+bool runs_isa_or_skips(benchmark::State& state, cpu::Isa isa) {
+  const std::vector<cpu::Isa>& have = cpu::available_isas();
+  if (std::find(have.begin(), have.end(), isa) != have.end()) return true;
+  state.SkipWithError("this CPU lacks the ISA");
+  return false;
+}
+
 void BM_AttentionDecode(benchmark::State& state) {
   const auto isa = static_cast<cpu::Isa>(state.range(0));
-  const std::vector<cpu::Isa>& have = cpu::available_isas();
-  if (std::find(have.begin(), have.end(), isa) == have.end()) {
-    state.SkipWithError("this CPU lacks the ISA");
-    return;
-  }
+  if (!runs_isa_or_skips(state, isa)) return;
   const int64_t n_pos = state.range(1);
   constexpr int64_t kHeads = 32, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
   const int64_t kv_dim = kKvHeads * kHeadDim;
@@ -68,11 +72,7 @@ BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1, 2}, {512, 4096, 16384}})->Unit(b
 // Wall time per token; args: ISA, positions, threads.
 void BM_AttentionDecodeBackend(benchmark::State& state) {
   const auto isa = static_cast<cpu::Isa>(state.range(0));
-  const std::vector<cpu::Isa>& have = cpu::available_isas();
-  if (std::find(have.begin(), have.end(), isa) == have.end()) {
-    state.SkipWithError("this CPU lacks the ISA");
-    return;
-  }
+  if (!runs_isa_or_skips(state, isa)) return;
   const int64_t n_pos = state.range(1);
   constexpr int64_t kHeads = 32, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
   const int64_t kv_dim = kKvHeads * kHeadDim;

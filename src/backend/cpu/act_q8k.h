@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/quant_blocks.h"
+
 namespace th::cpu {
 
 // ---------------------------------------------------------------- Q8_K
@@ -167,6 +169,14 @@ void gemv_q6_k_avx2(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
 /// the token's Q8_K row itself (from kKGroupActBytes * nb), which the file's-layout path
 /// (gemv_q*_k_avx2 and the panels) reads unchanged.
 inline constexpr size_t kKGroupActBytes = 384;
+/// A file's-layout gemm on such prepared rows: it reads their Q8_K part, so
+/// TOKENHIVE_REPACK=0 gives gemm's results bit for bit (each kernel's gemm_prepared).
+template <auto Gemm>
+void gemm_on_q8k_part(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
+                      size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  Gemm(w, w_row_bytes, cols, r0, r1, act + kKGroupActBytes * static_cast<size_t>(cols / kQKK), act_row_bytes, n_tokens,
+       y, y_stride);
+}
 size_t prepared_row_bytes_q4_k_avx512(int64_t cols);
 void prepare_q4_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
 void pack_rows_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,

@@ -52,19 +52,6 @@ MatmulKernel matmul_iq4_xs_avx2() {
   return {DType::IQ4_XS, DType::Q8_K, Isa::Avx2, quantize_row_q8_k_avx2, gemm_iq4_xs_avx2};
 }
 
-namespace {
-
-// The file's-layout gemm on prepared rows (prepare_iq4_xs_avx512): their Q8_K part, so
-// TOKENHIVE_REPACK=0 gives gemm's results bit for bit.
-void gemm_prepared_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                                 const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
-                                 int64_t y_stride) {
-  gemm_iq4_xs_avx512(w, w_row_bytes, cols, r0, r1, act + kKGroupActBytes * static_cast<size_t>(cols / kQKK),
-                     act_row_bytes, n_tokens, y, y_stride);
-}
-
-}  // namespace
-
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_iq4_xs_avx512.cpp's
 // super-block groups for every token count: within the kquant tests' rounding bound of gemm.
 MatmulKernel matmul_iq4_xs_avx512() {
@@ -75,7 +62,7 @@ MatmulKernel matmul_iq4_xs_avx512() {
           gemm_iq4_xs_avx512,
           prepared_row_bytes_iq4_xs_avx512,
           prepare_iq4_xs_avx512,
-          gemm_prepared_iq4_xs_avx512,
+          gemm_on_q8k_part<gemm_iq4_xs_avx512>,
           pack_rows_iq4_xs_avx512,
           gemm_packed_iq4_xs_avx512,
           /*packed_min_tokens=*/1};

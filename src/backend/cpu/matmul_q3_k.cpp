@@ -52,15 +52,6 @@ namespace {
 // core for more tokens (what TOKENHIVE_REPACK=0 runs).
 constexpr auto gemm_q3_k_avx512 = gemm_kquant<PanelK6, gemv_q3_k_avx2, unpack_q3_k_avx2, panel_gemm_k6_avx512>;
 
-// The same on prepared rows (prepare_q3_k_avx512): their Q8_K part, so TOKENHIVE_REPACK=0
-// gives gemm's results bit for bit.
-void gemm_prepared_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                               const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
-                               int64_t y_stride) {
-  gemm_q3_k_avx512(w, w_row_bytes, cols, r0, r1, act + kKGroupActBytes * static_cast<size_t>(cols / kQKK),
-                   act_row_bytes, n_tokens, y, y_stride);
-}
-
 }  // namespace
 
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_q2_k_q3_k_avx512.cpp's
@@ -74,7 +65,7 @@ MatmulKernel matmul_q3_k_avx512() {
           gemm_q3_k_avx512,
           prepared_row_bytes_q3_k_avx512,
           prepare_q3_k_avx512,
-          gemm_prepared_q3_k_avx512,
+          gemm_on_q8k_part<gemm_q3_k_avx512>,
           pack_rows_q3_k_avx512,
           gemm_packed_q3_k_avx512,
           /*packed_min_tokens=*/1};

@@ -45,15 +45,6 @@ namespace {
 // memory bandwidth, which wider vectors do not raise), act_q8k_avx512.cpp's core for more tokens.
 constexpr auto gemm_q4_k_avx512 = gemm_kquant<PanelK4, gemv_q4_k_avx2, unpack_q4_k_avx2, panel_gemm_k4_avx512>;
 
-// The same on prepared rows (prepare_q4_k_avx512): their Q8_K part, so TOKENHIVE_REPACK=0
-// gives gemm's results bit for bit.
-void gemm_prepared_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                               const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
-                               int64_t y_stride) {
-  gemm_q4_k_avx512(w, w_row_bytes, cols, r0, r1, act + kKGroupActBytes * static_cast<size_t>(cols / kQKK),
-                   act_row_bytes, n_tokens, y, y_stride);
-}
-
 }  // namespace
 
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_q4_k_avx512.cpp's
@@ -68,7 +59,7 @@ MatmulKernel matmul_q4_k_avx512() {
           gemm_q4_k_avx512,
           prepared_row_bytes_q4_k_avx512,
           prepare_q4_k_avx512,
-          gemm_prepared_q4_k_avx512,
+          gemm_on_q8k_part<gemm_q4_k_avx512>,
           pack_rows_q4_k_avx512,
           gemm_packed_q4_k_avx512,
           /*packed_min_tokens=*/2};

@@ -68,13 +68,16 @@ void BM_AttentionDecode(benchmark::State& state) {
 BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1, 2}, {512, 4096, 16384}})->Unit(benchmark::kMicrosecond);
 
 // The same layer through the CPU backend's attention, as a decode step runs it (on the
-// AVX-512 table: positions in spans over every kv head, shared by the threads, then merged).
-// Wall time per token; args: ISA, positions, threads.
+// AVX-512 table: positions in spans over every kv head, shared by the threads, then merged),
+// over TinyLlama's 22 layers' own K/V in turn, so that each layer's rows come from memory as
+// in the model (one layer's 4 MB at 4,096 positions would stay in the last-level cache).
+// Wall time per layer; args: ISA, positions, threads, K/V type (0 f16, 1 f32).
 void BM_AttentionDecodeBackend(benchmark::State& state) {
   const auto isa = static_cast<cpu::Isa>(state.range(0));
   if (!runs_isa_or_skips(state, isa)) return;
   const int64_t n_pos = state.range(1);
-  constexpr int64_t kHeads = 32, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
+  const DType type = state.range(3) == 0 ? DType::F16 : DType::F32;
+  constexpr int64_t kHeads = 32, kKvHeads = 4, kHeadDim = 64, kBlock = 16, kLayers = 22;
   const int64_t kv_dim = kKvHeads * kHeadDim;
   CpuBackendOptions o;
   o.isa = isa;
@@ -82,14 +85,17 @@ void BM_AttentionDecodeBackend(benchmark::State& state) {
   const std::unique_ptr<Backend> be = make_cpu_backend(o);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const size_t half_floats = static_cast<size_t>(n_pos * kv_dim / 2);  // f16 rows in float buffers
-  float* k = be->alloc(static_cast<int64_t>(half_floats));
-  float* v = be->alloc(static_cast<int64_t>(half_floats));
-  auto* kh = reinterpret_cast<uint16_t*>(k);
-  auto* vh = reinterpret_cast<uint16_t*>(v);
-  for (size_t i = 0; i < 2 * half_floats; ++i) {
-    kh[i] = f32_to_f16(normal(rng));
-    vh[i] = f32_to_f16(normal(rng));
+  const int64_t pool_floats = n_pos * kv_dim / (type == DType::F16 ? 2 : 1);  // rows in float buffers
+  std::vector<float*> pools;
+  for (int64_t i = 0; i < 2 * kLayers; ++i) {
+    float* p = be->alloc(pool_floats);
+    if (type == DType::F16) {
+      auto* h = reinterpret_cast<uint16_t*>(p);
+      for (int64_t e = 0; e < 2 * pool_floats; ++e) h[e] = f32_to_f16(normal(rng));
+    } else {
+      for (int64_t e = 0; e < pool_floats; ++e) p[e] = normal(rng);
+    }
+    pools.push_back(p);
   }
   float* q = be->alloc(kHeads * kHeadDim);
   float* out = be->alloc(kHeads * kHeadDim);
@@ -99,15 +105,18 @@ void BM_AttentionDecodeBackend(benchmark::State& state) {
   const std::span<const int32_t> tables[1] = {table};
   const int32_t seq = 0, pos = static_cast<int32_t>(n_pos - 1), slot = pos;
   const AttentionBatch batch{1, &seq, &pos, &slot, tables, kBlock};
-  const KvLayerView kv{k, v, kv_dim, DType::F16};
+  int64_t layer = 0;
   for (auto _ : state) {
+    const KvLayerView kv{pools[static_cast<size_t>(2 * layer)], pools[static_cast<size_t>(2 * layer + 1)], kv_dim, type};
     be->attention(kv, batch, q, out, kHeads, kKvHeads, kHeadDim, 0.125f, {});
     benchmark::DoNotOptimize(out);
+    layer = (layer + 1) % kLayers;
   }
-  for (float* p : {k, v, q, out}) be->free(p);
+  for (float* p : pools) be->free(p);
+  for (float* p : {q, out}) be->free(p);
 }
 BENCHMARK(BM_AttentionDecodeBackend)
-    ->ArgsProduct({{1, 2}, {4096, 16384}, {1, 2}})
+    ->ArgsProduct({{1, 2}, {4096, 16384}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -28,6 +28,7 @@
 #include "engine/generator.h"
 #include "engine/model_bench.h"
 #include "format/gguf.h"
+#include "kv/kv_dtype.h"
 #include "model/encrypted_model.h"
 #include "model/forward_cost.h"
 #include "model/llama_model.h"
@@ -65,7 +66,10 @@ struct BenchModelFlags {
   double probe_ms = 100;
   std::string compute_type = "native";
   int64_t accuracy_tokens = 128;
+  std::string kv_type = "f16";  // llama-bench's default (-ctk/-ctv f16)
 };
+
+DType kv_type_of(const BenchModelFlags& f) { return kv_dtype_from_name(f.kv_type).value_or(DType::F16); }
 
 // The backend under test: the CPU backend with --threads workers, at one ISA.
 std::unique_ptr<Backend> make_bench_backend(const BenchModelFlags& f, cpu::Isa isa) {
@@ -369,6 +373,7 @@ void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
   j["runs"] = Json::array();
   for (const IsaRun& run : r.runs) j["runs"].push_back(run_json(f, r, run));
   j["compute_type"] = compute_type_name(r.compute_type);
+  j["kv_type"] = f.kv_type;
   if (r.accuracy)
     j["accuracy_vs_fp32"] = {{"positions", r.accuracy->positions}, {"mean_kl", r.accuracy->mean_kl},
                              {"max_kl", r.accuracy->max_kl}, {"top1_agreement", r.accuracy->top1_agreement}};
@@ -394,8 +399,8 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
   std::printf("machine  %d threads: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s (probes at %s)\n", f.threads,
               or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(), or_dash(r.peaks.int8_gops, "%.0f").c_str(),
               or_dash(r.peaks.fp32_gflops, "%.0f").c_str(), std::string(cpu::isa_name(cpu::best_isa())).c_str());
-  std::printf("compute type %s; medians of %d reps; decode ceilings count weight bytes only\n",
-              std::string(compute_type_name(r.compute_type)).c_str(), f.reps);
+  std::printf("compute type %s, KV cache %s; medians of %d reps; decode ceilings count weight bytes only\n",
+              std::string(compute_type_name(r.compute_type)).c_str(), f.kv_type.c_str(), f.reps);
   if (r.accuracy)
     std::printf("accuracy vs fp32 over %lld positions: mean KL %.3g nats (max %.3g), top-1 agreement %.1f%%\n",
                 static_cast<long long>(r.accuracy->positions), r.accuracy->mean_kl, r.accuracy->max_kl,
@@ -438,16 +443,17 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
   }
   progress("isa %s", std::string(cpu::isa_name(isa)).c_str());
   // One untimed token first: the weights' pages come in from the file here, not in a timed run.
-  TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed, type).status());
+  const DType kv = kv_type_of(f);
+  TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed, type, kv).status());
 
   progress("prefill: %lld tokens in chunks of %lld", static_cast<long long>(f.prompt), static_cast<long long>(f.ubatch));
   TH_ASSIGN_OR_RETURN(run.prefill, repeat(f.reps, static_cast<double>(f.prompt), "prefill", [&] {
-                        return time_prefill(m, backend, f.prompt, f.ubatch, f.seed, type);
+                        return time_prefill(m, backend, f.prompt, f.ubatch, f.seed, type, kv);
                       }));
   for (int64_t ctx : f.contexts) {
     progress("decode: %lld tokens, batch 1, after %lld", static_cast<long long>(f.gen), static_cast<long long>(ctx));
     TH_ASSIGN_OR_RETURN(run.decode[ctx], repeat(f.reps, static_cast<double>(f.gen), "decode", [&] {
-                          return time_decode(m, backend, 1, ctx, f.gen, f.seed, type);
+                          return time_decode(m, backend, 1, ctx, f.gen, f.seed, type, kv);
                         }));
   }
   const int64_t ctx = f.contexts.front();
@@ -459,7 +465,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
     progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
     const std::string what = "batch " + std::to_string(b);
     TH_ASSIGN_OR_RETURN(run.batched[b], repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(), [&] {
-                          return time_decode(m, backend, b, ctx, f.batch_gen, f.seed, type);
+                          return time_decode(m, backend, b, ctx, f.batch_gen, f.seed, type, kv);
                         }));
   }
   return run;
@@ -544,6 +550,8 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   app->add_option("--accuracy-tokens", f->accuracy_tokens,
                   "tokens of fp32's greedy text the accuracy runs over; 0: no accuracy run (it loads an fp32 copy)")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}))->capture_default_str();
+  app->add_option("--kv-type", f->kv_type, "KV cache type (f16 as llama-bench's default; serve's is --kv-dtype)")
+      ->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
   app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)");
   app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")

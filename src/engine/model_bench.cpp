@@ -24,19 +24,19 @@ struct TokenSource {
   int32_t next() { return dist(rng); }
 };
 
-Result<KvCache> make_cache(LlamaModel& model, Backend& backend, int64_t n_seqs, int64_t positions) {
+Result<KvCache> make_cache(LlamaModel& model, Backend& backend, int64_t n_seqs, int64_t positions, DType kv_type) {
   const ModelConfig& c = model.config();
   const int64_t blocks_per_seq = (positions + kBlock - 1) / kBlock;
-  return KvCache::create(backend, c.n_layer, c.kv_dim(), n_seqs * blocks_per_seq, kBlock);
+  return KvCache::create(backend, c.n_layer, c.kv_dim(), n_seqs * blocks_per_seq, kBlock, kv_type);
 }
 
 }  // namespace
 
 Result<double> time_prefill(LlamaModel& model, Backend& backend, int64_t n_prompt, int64_t ubatch, uint64_t seed,
-                            ComputeType type) {
+                            ComputeType type, DType kv_type) {
   if (n_prompt < 1 || ubatch < 1)
     return Status::errorf("bench: prompt ", n_prompt, " and ubatch ", ubatch, " must be >= 1");
-  TH_ASSIGN_OR_RETURN(KvCache kv, make_cache(model, backend, 1, n_prompt));
+  TH_ASSIGN_OR_RETURN(KvCache kv, make_cache(model, backend, 1, n_prompt, kv_type));
   std::vector<int32_t> table;
   if (!kv.reserve(table, n_prompt)) return Status::error("bench: KV cache too small");
   TokenSource tokens(seed, model.config().n_vocab);
@@ -54,12 +54,12 @@ Result<double> time_prefill(LlamaModel& model, Backend& backend, int64_t n_promp
 }
 
 Result<double> time_decode(LlamaModel& model, Backend& backend, int64_t n_seqs, int64_t n_context, int64_t n_steps,
-                           uint64_t seed, ComputeType type) {
+                           uint64_t seed, ComputeType type, DType kv_type) {
   if (n_seqs < 1 || n_context < 1 || n_steps < 1)
     return Status::errorf("bench: sequences ", n_seqs, ", context ", n_context, " and steps ", n_steps,
                           " must be >= 1");
   const int64_t positions = n_context + n_steps;
-  TH_ASSIGN_OR_RETURN(KvCache kv, make_cache(model, backend, n_seqs, positions));
+  TH_ASSIGN_OR_RETURN(KvCache kv, make_cache(model, backend, n_seqs, positions, kv_type));
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
   for (auto& t : tables)
     if (!kv.reserve(t, positions)) return Status::error("bench: KV cache too small");

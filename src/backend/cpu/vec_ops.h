@@ -31,7 +31,7 @@ struct AttentionTask {
 struct AttentionScratch {
   std::vector<float> floats;
   std::vector<const float*> rows;
-  std::vector<const uint16_t*> half_rows;  // f16/bf16 K/V row pointers (the heads-in-lanes kernels)
+  std::vector<const uint8_t*> kv_rows;  // K/V row pointers (the heads-in-lanes kernels)
   std::vector<float> part, state;          // a span's part and a token's merged state (attention_parts.h)
 };
 

@@ -343,7 +343,7 @@ void exp_f32(const float* x, float* y, int64_t n) {
 // lanes: groups of 5 to 8 heads take a lane each (P = 1 position per vector: K needs no
 // reordering, a score vector is one FMA per dimension with K[p][d] broadcast), groups of 3
 // or 4 two lanes each (P = 2: pairs of rows interleaved, 4 shuffles per 8 elements of two
-// rows). f16/bf16 K/V, heads a multiple of 8 long, no soft-cap; the rest takes
+// rows). f32/f16/bf16 K/V, heads a multiple of 8 long, no soft-cap; the rest takes
 // flash_attend_span.
 
 template <int P>
@@ -357,31 +357,37 @@ inline __m256 broadcast_chunk8(const float* p) {
   }
 }
 
-inline __m256 half8_to_f32(const uint16_t* h, bool bf16) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
-  return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)) : _mm256_cvtph_ps(v);
+// Elements i..i+7 of a K/V row as f32.
+template <DType E>
+inline __m256 kv8(const uint8_t* row, int64_t i) {
+  if constexpr (E == DType::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i));
+    if constexpr (E == DType::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return _mm256_cvtph_ps(v);
+  }
 }
 
 struct LaneJob8 {
-  const uint16_t* const* k_rows;  // the tile's K/V rows (their first element)
-  const uint16_t* const* v_rows;
+  const uint8_t* const* k_rows;  // the tile's K/V rows
+  const uint8_t* const* v_rows;
   float* qi;   // [hd][8]: lane L = q[head L / P][d] * scale (0 for padding heads)
   float* ki;   // [tile / P][hd][P]
   float* e;    // [tile / P][8] scores, then weights
   float* acc;  // [GP][hd] unnormalized outputs
   int64_t first, hd;
-  bool bf16;
 };
 
 // Rows [0, n) (n <= P) into chunk layout at dst; rows n.. are zero.
-template <int P>
-inline void pack_chunk8(const uint16_t* const* rows, int64_t n, const LaneJob8& j, float* dst) {
+template <int P, DType E>
+inline void pack_chunk8(const uint8_t* const* rows, int64_t n, const LaneJob8& j, float* dst) {
   for (int64_t i = 0; i < j.hd; i += 8) {
-    const __m256 a = n > 0 ? half8_to_f32(rows[0] + j.first + i, j.bf16) : _mm256_setzero_ps();
+    const __m256 a = n > 0 ? kv8<E>(rows[0], j.first + i) : _mm256_setzero_ps();
     if constexpr (P == 1) {
       _mm256_store_ps(dst + i, a);
     } else {
-      const __m256 b = n > 1 ? half8_to_f32(rows[1] + j.first + i, j.bf16) : _mm256_setzero_ps();
+      const __m256 b = n > 1 ? kv8<E>(rows[1], j.first + i) : _mm256_setzero_ps();
       const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);  // a0 b0 a1 b1 | a4 b4 a5 b5
       _mm256_store_ps(dst + 2 * i, _mm256_permute2f128_ps(lo, hi, 0x20));
       _mm256_store_ps(dst + 2 * i + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
@@ -389,7 +395,7 @@ inline void pack_chunk8(const uint16_t* const* rows, int64_t n, const LaneJob8& 
   }
 }
 
-template <int GP, int NV>
+template <int GP, int NV, DType E>
 void weigh_values8(const LaneJob8& j, int64_t nt, const float* corr) {
   constexpr int P = 8 / GP;
   for (int64_t dc = 0; dc < j.hd; dc += 8 * NV) {
@@ -402,9 +408,8 @@ void weigh_values8(const LaneJob8& j, int64_t nt, const float* corr) {
     }
     for (int64_t p = 0; p < nt; ++p) {
       const float* w = j.e + (p / P) * 8 + p % P;
-      const uint16_t* vr = j.v_rows[p] + j.first + dc;
       __m256 x[NV];
-      for (int v = 0; v < NV; ++v) x[v] = v < nv ? half8_to_f32(vr + 8 * v, j.bf16) : _mm256_setzero_ps();
+      for (int v = 0; v < NV; ++v) x[v] = v < nv ? kv8<E>(j.v_rows[p], j.first + dc + 8 * v) : _mm256_setzero_ps();
       for (int g = 0; g < GP; ++g) {
         const __m256 wg = _mm256_broadcast_ss(w + g * P);
         for (int v = 0; v < NV; ++v) a[g][v] = _mm256_fmadd_ps(wg, x[v], a[g][v]);
@@ -421,7 +426,7 @@ inline __m256 max_over_chunk8(__m256 x) {
   return x;
 }
 
-template <int GP>
+template <int GP, DType E>
 void lanes_tile8(const LaneJob8& j, int64_t nt, __m256& m, __m256& l) {
   constexpr int P = 8 / GP;
   constexpr int NB = 8;  // chunks scored together: 8 FMA chains, 8 + 2 of 16 ymm registers
@@ -429,7 +434,7 @@ void lanes_tile8(const LaneJob8& j, int64_t nt, __m256& m, __m256& l) {
   const int64_t n_chunks = (nt + P * NB - 1) / (P * NB) * NB;
   const int64_t chunk_floats = j.hd * P;
   for (int64_t c = 0; c < n_chunks; ++c)
-    pack_chunk8<P>(j.k_rows + c * P, std::min<int64_t>(P, nt - c * P), j, j.ki + c * chunk_floats);
+    pack_chunk8<P, E>(j.k_rows + c * P, std::min<int64_t>(P, nt - c * P), j, j.ki + c * chunk_floats);
   const __m256i pos = P == 2 ? _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1) : _mm256_setzero_si256();
   const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   __m256 mx = neg_inf;
@@ -463,10 +468,10 @@ void lanes_tile8(const LaneJob8& j, int64_t nt, __m256& m, __m256& l) {
   l = _mm256_fmadd_ps(l, corr, sum);
   alignas(32) float cs[8];
   _mm256_store_ps(cs, corr);
-  weigh_values8<GP, NV>(j, nt, cs);
+  weigh_values8<GP, NV, E>(j, nt, cs);
 }
 
-template <int GP>
+template <int GP, DType E>
 void lanes_span8(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
   constexpr int P = 8 / GP;
   const KvLayerView& kv = *a.kv;
@@ -479,15 +484,15 @@ void lanes_span8(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, 
   const auto* v_pool = static_cast<const uint8_t*>(kv.v);
   const int64_t n_q = hd * 8, n_acc = GP * hd, per_head = n_q + n_acc + 16, n_k = tile * hd, n_e = tile / P * 8;
   sc.floats.resize(static_cast<size_t>(n_kv * per_head + n_k + n_e + 8));
-  sc.half_rows.resize(static_cast<size_t>(2 * tile));
+  sc.kv_rows.resize(static_cast<size_t>(2 * tile));
   float* base = sc.floats.data();
   base += (32 - reinterpret_cast<uintptr_t>(base) % 32) % 32 / sizeof(float);
   float* ki = base + n_kv * per_head;
-  const uint16_t** k_rows = sc.half_rows.data();
-  const uint16_t** v_rows = k_rows + tile;
+  const uint8_t** k_rows = sc.kv_rows.data();
+  const uint8_t** v_rows = k_rows + tile;
   auto job = [&](int64_t h) {
     float* hb = base + h * per_head;
-    return LaneJob8{k_rows, v_rows, hb, ki, ki + n_k, hb + n_q, h * hd, hd, kv.type == DType::BF16};
+    return LaneJob8{k_rows, v_rows, hb, ki, ki + n_k, hb + n_q, h * hd, hd};
   };
   for (int64_t h = 0; h < n_kv; ++h) {
     const LaneJob8 j = job(h);
@@ -504,14 +509,14 @@ void lanes_span8(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, 
     for (int64_t r = 0; r < nt; ++r, ++off) {
       if (off == b.block_size) off = 0, ++blk;
       const size_t at = static_cast<size_t>(static_cast<int64_t>(table[static_cast<size_t>(blk)]) * b.block_size + off) * rb;
-      k_rows[r] = reinterpret_cast<const uint16_t*>(k_pool + at);
-      v_rows[r] = reinterpret_cast<const uint16_t*>(v_pool + at);
+      k_rows[r] = k_pool + at;
+      v_rows[r] = v_pool + at;
     }
     for (int64_t h = 0; h < n_kv; ++h) {
       const LaneJob8 j = job(h);
       float* ml = j.acc + n_acc;
       __m256 m = _mm256_load_ps(ml), l = _mm256_load_ps(ml + 8);
-      lanes_tile8<GP>(j, nt, m, l);
+      lanes_tile8<GP, E>(j, nt, m, l);
       _mm256_store_ps(ml, m);
       _mm256_store_ps(ml + 8, l);
     }
@@ -528,13 +533,23 @@ void lanes_span8(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, 
   }
 }
 
+template <DType E>
+void lanes_span8_of(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
+  if (a.n_heads / a.n_kv_heads <= 4) return lanes_span8<4, E>(a, t, p_lo, p_hi, sc, part);
+  lanes_span8<8, E>(a, t, p_lo, p_hi, sc, part);
+}
+
 void attend_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
   const int64_t group = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
-  const bool half = a.kv->type == DType::F16 || a.kv->type == DType::BF16;
-  if (!half || a.softcap != 0.0f || group < 3 || group > 8 || a.head_dim % 8 != 0)
+  const DType e = a.kv->type;
+  const bool lanes_kv = e == DType::F32 || e == DType::F16 || e == DType::BF16;
+  if (!lanes_kv || a.softcap != 0.0f || group < 3 || group > 8 || a.head_dim % 8 != 0)
     return flash_attend_span<Avx2>(a, t, p_lo, p_hi, sc, part);
-  if (group <= 4) return lanes_span8<4>(a, t, p_lo, p_hi, sc, part);
-  lanes_span8<8>(a, t, p_lo, p_hi, sc, part);
+  switch (e) {
+    case DType::F32: return lanes_span8_of<DType::F32>(a, t, p_lo, p_hi, sc, part);
+    case DType::BF16: return lanes_span8_of<DType::BF16>(a, t, p_lo, p_hi, sc, part);
+    default: return lanes_span8_of<DType::F16>(a, t, p_lo, p_hi, sc, part);
+  }
 }
 
 }  // namespace

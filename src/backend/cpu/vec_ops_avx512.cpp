@@ -162,8 +162,8 @@ struct Avx512 {
 };
 
 // ---------------------------------------------------------------- heads in lanes
-// Decode attention with the q heads of a group in the lanes (f16/bf16 K/V, groups of 3
-// or more heads, no soft-cap; the rest takes flash_attend_span with the primitives above). With GP heads
+// Decode attention with the q heads of a group in the lanes (f32/f16/bf16 K/V, groups
+// of 3 or more heads, no soft-cap; the rest takes flash_attend_span with the primitives above). With GP heads
 // (the group rounded up to a power of two) a score vector holds P = 16 / GP positions
 // of every head: lane L is head L / P at position L % P of a chunk of P positions. A
 // chunk's K is stored as [dim][P] floats, so the scores of 16 (head, position) pairs are
@@ -192,8 +192,16 @@ inline __m512 broadcast_chunk(const float* p) {
   }
 }
 
-inline __m512 half16_to_f32(__m256i h, bool bf16) {
-  return bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+// Elements i..i+15 of a K/V row (the lanes of k) as f32.
+template <DType E>
+inline __m512 kv16(const uint8_t* row, int64_t i, __mmask16 k) {
+  if constexpr (E == DType::F32) {
+    return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(row) + i);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(k, reinterpret_cast<const uint16_t*>(row) + i);
+    if constexpr (E == DType::BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+  }
 }
 
 // The first n lanes, n clamped to [0, 16].
@@ -230,25 +238,24 @@ inline __m512 across_chunk(__m512 x) {
 
 // One token's view of one KV head, and where its working arrays live (64-byte aligned).
 struct LaneJob {
-  const uint16_t* const* k_rows;  // the tile's K/V rows (their first element)
-  const uint16_t* const* v_rows;
+  const uint8_t* const* k_rows;  // the tile's K/V rows
+  const uint8_t* const* v_rows;
   float* qi;   // [hd][16]: lane L = q[head L / P][d] * scale (0 for padding heads)
   float* ki;   // [tile / P][hd16][P]
   float* e;    // [tile / P][16] scores, then weights
   float* acc;  // [GP][hd16] unnormalized outputs
   int64_t first;  // the head's first element within a row
   int64_t hd, hd16;
-  bool bf16;
 };
 
 // Rows [0, n) of the tile (n <= P) into chunk layout; rows n.. are zero.
-template <int P>
-inline void pack_chunk(const uint16_t* const* rows, int64_t n, const LaneJob& j, float* dst) {
+template <int P, DType E>
+inline void pack_chunk(const uint8_t* const* rows, int64_t n, const LaneJob& j, float* dst) {
   for (int64_t i = 0; i < j.hd; i += 16) {
     const __mmask16 k = lanes(j.hd - i);
     __m512 v[P];
     for (int r = 0; r < P; ++r)
-      v[r] = r < n ? half16_to_f32(_mm256_maskz_loadu_epi16(k, rows[r] + j.first + i), j.bf16) : _mm512_setzero_ps();
+      v[r] = r < n ? kv16<E>(rows[r], j.first + i, k) : _mm512_setzero_ps();
     interleave_rows<P>(v);
     for (int o = 0; o < P; ++o) _mm512_store_ps(dst + i * P + 16 * o, v[o]);
   }
@@ -256,7 +263,7 @@ inline void pack_chunk(const uint16_t* const* rows, int64_t n, const LaneJob& j,
 
 // acc[g] = acc[g] * corr[g * P] + sum_{p < nt} weight(g, p) V_p, NV zmm of each head's output
 // per pass (GP * NV <= 16 accumulators, each V slice converted once).
-template <int GP, int NV>
+template <int GP, int NV, DType E>
 void weigh_values(const LaneJob& j, int64_t nt, const float* corr) {
   constexpr int P = 16 / GP;
   for (int64_t dc = 0; dc < j.hd; dc += 16 * NV) {
@@ -269,9 +276,8 @@ void weigh_values(const LaneJob& j, int64_t nt, const float* corr) {
     }
     for (int64_t p = 0; p < nt; ++p) {
       const float* w = j.e + (p / P) * 16 + p % P;
-      const uint16_t* vr = j.v_rows[p] + j.first + dc;
       __m512 x[NV];
-      for (int v = 0; v < NV; ++v) x[v] = half16_to_f32(_mm256_maskz_loadu_epi16(mk[v], vr + 16 * v), j.bf16);
+      for (int v = 0; v < NV; ++v) x[v] = kv16<E>(j.v_rows[p], j.first + dc + 16 * v, mk[v]);
       for (int g = 0; g < GP; ++g) {
         const __m512 wg = _mm512_set1_ps(w[g * P]);
         for (int v = 0; v < NV; ++v) a[g][v] = _mm512_fmadd_ps(wg, x[v], a[g][v]);
@@ -284,14 +290,14 @@ void weigh_values(const LaneJob& j, int64_t nt, const float* corr) {
 
 // One tile of nt positions into the running max m (per lane, equal over a head's P lanes),
 // partial sums l (per lane) and j.acc.
-template <int GP>
+template <int GP, DType E>
 void lanes_tile(const LaneJob& j, int64_t nt, __m512& m, __m512& l) {
   constexpr int P = 16 / GP;
   constexpr int NB = 8;  // chunks scored together: 8 independent FMA chains
   constexpr int NV = GP * 4 <= 16 ? 4 : 16 / GP;
   const int64_t n_chunks = (nt + P * NB - 1) / (P * NB) * NB;
   const int64_t chunk_floats = j.hd16 * P;
-  for (int64_t c = 0; c < n_chunks; ++c) pack_chunk<P>(j.k_rows + c * P, std::min<int64_t>(P, nt - c * P), j, j.ki + c * chunk_floats);
+  for (int64_t c = 0; c < n_chunks; ++c) pack_chunk<P, E>(j.k_rows + c * P, std::min<int64_t>(P, nt - c * P), j, j.ki + c * chunk_floats);
 
   const __m512i pos = _mm512_and_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                        _mm512_set1_epi32(P - 1));
@@ -330,7 +336,7 @@ void lanes_tile(const LaneJob& j, int64_t nt, __m512& m, __m512& l) {
   l = _mm512_fmadd_ps(l, corr, sum);
   alignas(64) float cs[16];
   _mm512_store_ps(cs, corr);
-  weigh_values<GP, NV>(j, nt, cs);
+  weigh_values<GP, NV, E>(j, nt, cs);
 }
 
 // Positions per tile: K of a tile as f32 in 16 KiB for heads of 64 (a third of an L1d of
@@ -340,7 +346,7 @@ inline int64_t lanes_tile_positions(int64_t hd16, int64_t step) { return std::ma
 // Token t's q heads over positions [p_lo, p_hi), tile by tile and within a tile kv head by
 // kv head (so a tile's K/V rows are read whole, in order, while they are in cache), left as
 // a part (attention_parts.h).
-template <int GP>
+template <int GP, DType E>
 void lanes_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
   constexpr int P = 16 / GP;
   const KvLayerView& kv = *a.kv;
@@ -357,15 +363,15 @@ void lanes_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, A
   const int64_t n_q = hd * 16, n_acc = GP * hd16, per_head = n_q + n_acc + 32;
   const int64_t n_k = tile * hd16, n_e = tile / P * 16;
   sc.floats.resize(static_cast<size_t>(n_kv * per_head + n_k + n_e + 16));
-  sc.half_rows.resize(static_cast<size_t>(2 * tile));
+  sc.kv_rows.resize(static_cast<size_t>(2 * tile));
   float* base = sc.floats.data();
   base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64 / sizeof(float);
   float* ki = base + n_kv * per_head;
-  const uint16_t** k_rows = sc.half_rows.data();
-  const uint16_t** v_rows = k_rows + tile;
+  const uint8_t** k_rows = sc.kv_rows.data();
+  const uint8_t** v_rows = k_rows + tile;
   auto job = [&](int64_t h) {
     float* hb = base + h * per_head;
-    return LaneJob{k_rows, v_rows, hb, ki, ki + n_k, hb + n_q, h * hd, hd, hd16, kv.type == DType::BF16};
+    return LaneJob{k_rows, v_rows, hb, ki, ki + n_k, hb + n_q, h * hd, hd, hd16};
   };
   for (int64_t h = 0; h < n_kv; ++h) {
     const LaneJob j = job(h);
@@ -382,8 +388,8 @@ void lanes_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, A
     for (int64_t r = 0; r < nt; ++r, ++off) {
       if (off == b.block_size) off = 0, ++blk;
       const size_t at = static_cast<size_t>(static_cast<int64_t>(table[static_cast<size_t>(blk)]) * b.block_size + off) * rb;
-      k_rows[r] = reinterpret_cast<const uint16_t*>(k_pool + at);
-      v_rows[r] = reinterpret_cast<const uint16_t*>(v_pool + at);
+      k_rows[r] = k_pool + at;
+      v_rows[r] = v_pool + at;
     }
     // The next tile's rows, whole, into L1 while this one is computed (4,096 positions, one
     // thread: 872 -> 681 us, on a loaded machine).
@@ -400,7 +406,7 @@ void lanes_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, A
       const LaneJob j = job(h);
       float* ml = j.acc + n_acc;
       __m512 m = _mm512_load_ps(ml), l = _mm512_load_ps(ml + 16);
-      lanes_tile<GP>(j, nt, m, l);
+      lanes_tile<GP, E>(j, nt, m, l);
       _mm512_store_ps(ml, m);
       _mm512_store_ps(ml + 16, l);
     }
@@ -422,16 +428,25 @@ void lanes_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, A
 // Where the heads-in-lanes kernel applies; flash_attend_span<Avx512> takes the rest.
 bool lanes_fit(const AttentionTask& a) {
   const int64_t group = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
-  const bool half = a.kv->type == DType::F16 || a.kv->type == DType::BF16;
-  return half && a.softcap == 0.0f && group >= 3 && group <= 16;
+  const DType t = a.kv->type;
+  return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && a.softcap == 0.0f && group >= 3 && group <= 16;
+}
+
+template <DType E>
+void lanes_span_of(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  if (group <= 4) return lanes_span<4, E>(a, t, p_lo, p_hi, sc, part);
+  if (group <= 8) return lanes_span<8, E>(a, t, p_lo, p_hi, sc, part);
+  lanes_span<16, E>(a, t, p_lo, p_hi, sc, part);
 }
 
 void attend_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, AttentionScratch& sc, float* part) {
   if (!lanes_fit(a)) return flash_attend_span<Avx512>(a, t, p_lo, p_hi, sc, part);
-  const int64_t group = a.n_heads / a.n_kv_heads;
-  if (group <= 4) return lanes_span<4>(a, t, p_lo, p_hi, sc, part);
-  if (group <= 8) return lanes_span<8>(a, t, p_lo, p_hi, sc, part);
-  lanes_span<16>(a, t, p_lo, p_hi, sc, part);
+  switch (a.kv->type) {
+    case DType::F32: return lanes_span_of<DType::F32>(a, t, p_lo, p_hi, sc, part);
+    case DType::BF16: return lanes_span_of<DType::BF16>(a, t, p_lo, p_hi, sc, part);
+    default: return lanes_span_of<DType::F16>(a, t, p_lo, p_hi, sc, part);
+  }
 }
 
 }  // namespace

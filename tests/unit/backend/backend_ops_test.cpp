@@ -489,7 +489,7 @@ TEST_P(BackendOps, AttentionRaggedBatchEveryKvTypeGqaRatioAndBlockSize) {
 }
 
 // Long contexts at real head sizes, where the AVX-512 kernel keeps a group's heads in the
-// vector lanes (groups of 3 to 16 over f16/bf16 K/V): decode tokens of one sequence whose
+// vector lanes (groups of 3 to 16 over f32/f16/bf16 K/V): decode tokens of one sequence whose
 // lengths end mid-tile, on a tile's end (64 positions for heads of 64) and on a block's
 // start, over many tiles of a block table scattered in the pool. Same bound as above,
 // computed from the rows as both backends read them.
@@ -504,9 +504,10 @@ TEST_P(BackendOps, AttentionLongContextHeadsOf64And128) {
   // 192: 3 tiles of 64 each), 321 (20 blocks and 1), 18 and 1.
   const std::vector<int32_t> positions = {700, 575, 320, 17, 0};
   const int64_t block = 16, n_pos_max = 701;
-  for (DType type : {DType::F16, DType::BF16}) {
+  for (DType type : {DType::F16, DType::BF16, DType::F32}) {
     for (const Shape& sh : shapes) {
-      if (type == DType::BF16 && sh.ratio != 8) continue;  // bf16 differs only in the conversion
+      // bf16 and f32 differ from f16 only in the loads; f32 also has the groups of 3 (padding).
+      if ((type == DType::BF16 && sh.ratio != 8) || (type == DType::F32 && sh.ratio != 8 && sh.ratio != 3)) continue;
       SCOPED_TRACE(std::string(dtype_name(type)) + " head_dim " + std::to_string(sh.head_dim) + " gqa " + std::to_string(sh.ratio));
       const int64_t hd = sh.head_dim, n_kv = sh.n_kv_heads, n_heads = n_kv * sh.ratio, kv_dim = n_kv * hd;
       const int64_t n_blocks = (n_pos_max + block - 1) / block;

@@ -77,7 +77,7 @@ struct ServeFlags {
   int64_t kv_cache_mib = 0;  // 0: derived from the memory left (kv/kv_sizing.h)
   int64_t host_kv_mib = 0;
   bool no_prefix_cache = false, no_kv_prefetch = false;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "f16";
   std::string compute_types = "native";
   std::string default_compute_type = "native";
   std::string compute_type_steps = "grouped";
@@ -262,7 +262,7 @@ int open_logs(const ServeFlags& f, ServeLogs& logs, server::ApiServiceOptions& a
 
 // The engine's configuration: the KV cache's blocks from the flags' MiB and the model's shape.
 Result<EngineConfig> engine_config(const ServeFlags& f, const ModelConfig& mc, const Tokenizer& tok) {
-  const DType kv_type = kv_dtype_from_name(f.kv_dtype).value_or(DType::F32);  // the flag's check allows no other
+  const DType kv_type = kv_dtype_from_name(f.kv_dtype).value_or(DType::F16);  // the flag's check allows no other
   // K and V, every layer, one block.
   const int64_t block_bytes = 2 * mc.n_layer * static_cast<int64_t>(row_bytes(kv_type, mc.kv_dim())) * f.block_size;
   EngineConfig ec;

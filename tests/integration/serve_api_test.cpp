@@ -559,8 +559,10 @@ TEST_F(ServeApi, MetricsUnderLoadPassPromtool) {
 // Every stream finishes and the ratio /metrics reports stays under 2 (it is about 1.3).
 TEST(ServeKvPressure, LongStreamsInATinyCacheFinishWithoutThrashing) {
   // --max-num-seqs 8: derived from this cache it would be 0.7 of what fits, no pressure at all.
+  // f32 K/V: 1 MiB (the least --kv-cache-mib) of the default f16 holds twice the positions,
+  // and the 8 streams sometimes fit.
   ServeProcess s({"-m", stories(), "--served-model-name", "stories", "-t", "1", "--kv-cache-mib", "1",
-                  "--max-num-seqs", "8"});
+                  "--kv-dtype", "f32", "--max-num-seqs", "8"});
   ASSERT_TRUE(s.ok()) << s.log();
   std::vector<std::thread> load;
   std::vector<std::string> bodies(8);

@@ -113,10 +113,10 @@ template <class K, int R, int T, bool kInline>
       const typename K::Regs regs = K::load(g);
       __m512 s[K::kScVecs];
       if constexpr (kInline) {
-        // A few tokens stream the row from DRAM: its lines 1 KiB ahead (as act_q8_groups.h).
+        // A few tokens stream the row from DRAM: its lines kStreamPrefetchBytes ahead.
 #pragma GCC unroll 4
         for (int line = 0; line < (K::kSbBytes + 63) / 64; ++line)
-          _mm_prefetch(reinterpret_cast<const char*>(g + 1024 + 64 * line), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(g + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
         K::lane_scales(g, s);
       } else {
 #pragma GCC unroll 2

@@ -15,6 +15,13 @@
 namespace th::cpu {
 namespace {
 
+/// How far ahead (bytes) the few-token tiles, which stream each weight row once from
+/// memory, ask for its lines. Decode of the 1.1B files, 2 threads, Sapphire Rapids VM
+/// (BENCHMARKS "Session 10"): 1 KiB -> 4 KiB took q4_0 73 -> 80% of the bandwidth, q8_0
+/// 81 -> 89%, q2_K 55 -> 65%, IQ4_XS 68 -> 75% (medians of interleaved runs); 8 KiB was no
+/// better for the K-quant groups.
+constexpr int kStreamPrefetchBytes = 4096;
+
 /// fn[r - 1][t - 1] = &Tiles::template tile<r, t>, for r <= kR, t <= kT; Fn is the
 /// function-pointer type every tile<R, T> has.
 template <class Fn, int kR, int kT, class Tiles>

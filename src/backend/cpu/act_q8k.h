@@ -21,6 +21,8 @@
 
 namespace th::cpu {
 
+struct MatmulKernel;
+
 // ---------------------------------------------------------------- Q8_K
 
 /// @brief x (n f32, n a multiple of 256) -> n / 256 BlockQ8_K at dst, byte for byte as
@@ -177,39 +179,15 @@ void gemm_on_q8k_part(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_
   Gemm(w, w_row_bytes, cols, r0, r1, act + kKGroupActBytes * static_cast<size_t>(cols / kQKK), act_row_bytes, n_tokens,
        y, y_stride);
 }
-size_t prepared_row_bytes_q4_k_avx512(int64_t cols);
-void prepare_q4_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
-void pack_rows_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                           uint8_t* out);
-void gemm_packed_q4_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
-size_t prepared_row_bytes_q6_k_avx512(int64_t cols);
-void prepare_q6_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
-void pack_rows_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                           uint8_t* out);
-void gemm_packed_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
-
+/// The kernel on the file's layout `file_layout` (its gemm_prepared = gemm_on_q8k_part of its
+/// gemm) with the groups' prepare hooks, pack_rows and gemm_packed added
+/// (kquant_groups_avx512.h's with_kq_groups).
+MatmulKernel with_q4_k_groups_avx512(MatmulKernel file_layout);
+MatmulKernel with_q6_k_groups_avx512(MatmulKernel file_layout);
 /// q2_K, q3_K (matmul_q2_k_q3_k_avx512.cpp) and IQ4_XS (matmul_iq4_xs_avx512.cpp) likewise.
-size_t prepared_row_bytes_q2_k_avx512(int64_t cols);
-void prepare_q2_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
-void pack_rows_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                           uint8_t* out);
-void gemm_packed_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
-size_t prepared_row_bytes_q3_k_avx512(int64_t cols);
-void prepare_q3_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
-void pack_rows_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                           uint8_t* out);
-void gemm_packed_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
-size_t prepared_row_bytes_iq4_xs_avx512(int64_t cols);
-void prepare_iq4_xs_avx512(const uint8_t* act, int64_t cols, uint8_t* dst);
-void pack_rows_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             uint8_t* out);
-void gemm_packed_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                               const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
-                               int64_t y_stride);
+MatmulKernel with_q2_k_groups_avx512(MatmulKernel file_layout);
+MatmulKernel with_q3_k_groups_avx512(MatmulKernel file_layout);
+MatmulKernel with_iq4_xs_groups_avx512(MatmulKernel file_layout);
 
 /// IQ4_XS x Q8_K (matmul_iq4_xs_tile.h): whole gemms, MatmulKernel::gemm semantics. IQ4_XS
 /// shares the Q8_K activations, not the panels: its levels are signed (-127..113), which

@@ -34,6 +34,7 @@
 
 #include "backend/cpu/act_q8.h"
 #include "backend/cpu/act_q8k.h"
+#include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/tile_table.h"
 #include "tensor/quant_blocks.h"
 
@@ -200,6 +201,19 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
       }
     }
   }
+}
+
+// A kernel on the file's layout (whose gemm_prepared runs its gemm on the prepared rows'
+// Q8_K part, gemm_on_q8k_part) with K's groups added: their prepare hooks, pack_rows and
+// the packed gemm (kR x kT tiles for batches, up to kT tokens kR1 rows at a time with inline
+// scales). What each with_*_groups_avx512 (act_q8k.h) returns.
+template <class K, int kR, int kT, int kR1>
+MatmulKernel with_kq_groups(MatmulKernel k) {
+  k.prepared_row_bytes = kq_prepared_row_bytes<K>;
+  k.prepare = kq_prepare<K>;
+  k.pack_rows = kq_pack_rows<K>;
+  k.gemm_packed = kq_gemm_packed<K, kR, kT, kR1>;
+  return k;
 }
 
 }  // namespace

@@ -55,17 +55,13 @@ MatmulKernel matmul_iq4_xs_avx2() {
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_iq4_xs_avx512.cpp's
 // super-block groups for every token count: within the kquant tests' rounding bound of gemm.
 MatmulKernel matmul_iq4_xs_avx512() {
-  return {DType::IQ4_XS,
-          DType::Q8_K,
-          Isa::Avx512,
-          quantize_row_q8_k_avx2,
-          gemm_iq4_xs_avx512,
-          prepared_row_bytes_iq4_xs_avx512,
-          prepare_iq4_xs_avx512,
-          gemm_on_q8k_part<gemm_iq4_xs_avx512>,
-          pack_rows_iq4_xs_avx512,
-          gemm_packed_iq4_xs_avx512,
-          /*packed_min_tokens=*/1};
+  return with_iq4_xs_groups_avx512({.weight = DType::IQ4_XS,
+                                   .act = DType::Q8_K,
+                                   .isa = Isa::Avx512,
+                                   .convert_act = quantize_row_q8_k_avx2,
+                                   .gemm = gemm_iq4_xs_avx512,
+                                   .gemm_prepared = gemm_on_q8k_part<gemm_iq4_xs_avx512>,
+                                   .packed_min_tokens = 1});
 }
 
 }  // namespace th::cpu

@@ -1,7 +1,7 @@
 // IQ4_XS weights x Q8_K activations, AVX-512 VNNI: on the file's layout the AVX2 tile with
 // vpdpwssd for the scale multiply and add (matmul_iq4_xs_tile.h); on weights repacked at load
-// the pieces act_q8k.h declares for the kernel's prepare hooks (prepare_iq4_xs_avx512,
-// pack_rows_iq4_xs_avx512, gemm_packed_iq4_xs_avx512), on kquant_groups_avx512.h's driver.
+// kquant_groups_avx512.h's super-block groups (with_iq4_xs_groups_avx512, act_q8k.h, adds
+// their prepare hooks, pack_rows and packed gemm to the kernel).
 //
 // The file's-layout tile spends per 32-element sub-block and token about 10 ymm ops (a
 // 16-byte load, shift, insert, mask, the level lookup, vpabsb, the scale's vpshufb, then
@@ -93,19 +93,8 @@ constexpr int kR = 1, kT = 8, kR1 = 1;
 
 }  // namespace
 
-size_t prepared_row_bytes_iq4_xs_avx512(int64_t cols) { return kq_prepared_row_bytes<IQ4XSGroup>(cols); }
-
-void prepare_iq4_xs_avx512(const uint8_t* act, int64_t cols, uint8_t* dst) { kq_prepare<IQ4XSGroup>(act, cols, dst); }
-
-void pack_rows_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             uint8_t* out) {
-  kq_pack_rows<IQ4XSGroup>(w, w_row_bytes, cols, r0, r1, out);
-}
-
-void gemm_packed_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                               const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
-                               int64_t y_stride) {
-  kq_gemm_packed<IQ4XSGroup, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
+MatmulKernel with_iq4_xs_groups_avx512(MatmulKernel file_layout) {
+  return with_kq_groups<IQ4XSGroup, kR, kT, kR1>(file_layout);
 }
 
 }  // namespace th::cpu

@@ -52,17 +52,13 @@ constexpr auto gemm_q2_k_avx512 = gemm_kquant<PanelK2, gemv_q2_k_avx2, unpack_q2
 // super-block groups for every token count, one token included (BENCHMARKS.md, "Session 9"):
 // within the kquant tests' rounding bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q2_k_avx512() {
-  return {DType::Q2_K,
-          DType::Q8_K,
-          Isa::Avx512,
-          quantize_row_q8_k_avx2,
-          gemm_q2_k_avx512,
-          prepared_row_bytes_q2_k_avx512,
-          prepare_q2_k_avx512,
-          gemm_on_q8k_part<gemm_q2_k_avx512>,
-          pack_rows_q2_k_avx512,
-          gemm_packed_q2_k_avx512,
-          /*packed_min_tokens=*/1};
+  return with_q2_k_groups_avx512({.weight = DType::Q2_K,
+                                 .act = DType::Q8_K,
+                                 .isa = Isa::Avx512,
+                                 .convert_act = quantize_row_q8_k_avx2,
+                                 .gemm = gemm_q2_k_avx512,
+                                 .gemm_prepared = gemm_on_q8k_part<gemm_q2_k_avx512>,
+                                 .packed_min_tokens = 1});
 }
 
 }  // namespace th::cpu

@@ -1,7 +1,7 @@
-// q2_K and q3_K weights x Q8_K activations, AVX-512 VNNI, on weights repacked at load: the
-// pieces act_q8k.h declares for their kernels' prepare hooks (prepare_q2_k_avx512,
-// pack_rows_q2_k_avx512, gemm_packed_q2_k_avx512 and the q3_K ones), on
-// kquant_groups_avx512.h's driver. The file's layout keeps the AVX2 path (gemv_q*_k_avx2 for
+// q2_K and q3_K weights x Q8_K activations, AVX-512 VNNI, on weights repacked at load:
+// kquant_groups_avx512.h's super-block groups (with_q2_k_groups_avx512 and
+// with_q3_k_groups_avx512, act_q8k.h, add their prepare hooks, pack_rows and packed gemm to
+// the kernels). The file's layout keeps the AVX2 path (gemv_q*_k_avx2 for
 // one token, the panels for more): TOKENHIVE_REPACK=0 runs exactly that.
 //
 // Why: a one-token q2_K super-block (84 bytes) cost about 65 ymm ops on the file's layout
@@ -158,32 +158,12 @@ constexpr int kR = 1, kT = 8, kR1 = 1;
 
 }  // namespace
 
-size_t prepared_row_bytes_q2_k_avx512(int64_t cols) { return kq_prepared_row_bytes<Q2KGroup>(cols); }
-
-void prepare_q2_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst) { kq_prepare<Q2KGroup>(act, cols, dst); }
-
-void pack_rows_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                           uint8_t* out) {
-  kq_pack_rows<Q2KGroup>(w, w_row_bytes, cols, r0, r1, out);
+MatmulKernel with_q2_k_groups_avx512(MatmulKernel file_layout) {
+  return with_kq_groups<Q2KGroup, kR, kT, kR1>(file_layout);
 }
 
-void gemm_packed_q2_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  kq_gemm_packed<Q2KGroup, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
-}
-
-size_t prepared_row_bytes_q3_k_avx512(int64_t cols) { return kq_prepared_row_bytes<Q3KGroup>(cols); }
-
-void prepare_q3_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst) { kq_prepare<Q3KGroup>(act, cols, dst); }
-
-void pack_rows_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                           uint8_t* out) {
-  kq_pack_rows<Q3KGroup>(w, w_row_bytes, cols, r0, r1, out);
-}
-
-void gemm_packed_q3_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  kq_gemm_packed<Q3KGroup, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
+MatmulKernel with_q3_k_groups_avx512(MatmulKernel file_layout) {
+  return with_kq_groups<Q3KGroup, kR, kT, kR1>(file_layout);
 }
 
 }  // namespace th::cpu

@@ -58,17 +58,13 @@ constexpr auto gemm_q3_k_avx512 = gemm_kquant<PanelK6, gemv_q3_k_avx2, unpack_q3
 // super-block groups for every token count, one token included (BENCHMARKS.md, "Session 9"):
 // within the kquant tests' rounding bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q3_k_avx512() {
-  return {DType::Q3_K,
-          DType::Q8_K,
-          Isa::Avx512,
-          quantize_row_q8_k_avx2,
-          gemm_q3_k_avx512,
-          prepared_row_bytes_q3_k_avx512,
-          prepare_q3_k_avx512,
-          gemm_on_q8k_part<gemm_q3_k_avx512>,
-          pack_rows_q3_k_avx512,
-          gemm_packed_q3_k_avx512,
-          /*packed_min_tokens=*/1};
+  return with_q3_k_groups_avx512({.weight = DType::Q3_K,
+                                 .act = DType::Q8_K,
+                                 .isa = Isa::Avx512,
+                                 .convert_act = quantize_row_q8_k_avx2,
+                                 .gemm = gemm_q3_k_avx512,
+                                 .gemm_prepared = gemm_on_q8k_part<gemm_q3_k_avx512>,
+                                 .packed_min_tokens = 1});
 }
 
 }  // namespace th::cpu

@@ -52,17 +52,13 @@ constexpr auto gemm_q4_k_avx512 = gemm_kquant<PanelK4, gemv_q4_k_avx2, unpack_q4
 // through gemv, faster): within the kquant tests' rounding
 // bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q4_k_avx512() {
-  return {DType::Q4_K,
-          DType::Q8_K,
-          Isa::Avx512,
-          quantize_row_q8_k_avx2,
-          gemm_q4_k_avx512,
-          prepared_row_bytes_q4_k_avx512,
-          prepare_q4_k_avx512,
-          gemm_on_q8k_part<gemm_q4_k_avx512>,
-          pack_rows_q4_k_avx512,
-          gemm_packed_q4_k_avx512,
-          /*packed_min_tokens=*/2};
+  return with_q4_k_groups_avx512({.weight = DType::Q4_K,
+                                 .act = DType::Q8_K,
+                                 .isa = Isa::Avx512,
+                                 .convert_act = quantize_row_q8_k_avx2,
+                                 .gemm = gemm_q4_k_avx512,
+                                 .gemm_prepared = gemm_on_q8k_part<gemm_q4_k_avx512>,
+                                 .packed_min_tokens = 2});
 }
 
 }  // namespace th::cpu

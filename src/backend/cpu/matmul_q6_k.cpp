@@ -61,17 +61,13 @@ constexpr auto gemm_q6_k_avx512 = gemm_kquant<PanelK6, gemv_q6_k_avx2, unpack_q6
 // through gemv, faster): within the kquant tests' rounding
 // bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q6_k_avx512() {
-  return {DType::Q6_K,
-          DType::Q8_K,
-          Isa::Avx512,
-          quantize_row_q8_k_avx2,
-          gemm_q6_k_avx512,
-          prepared_row_bytes_q6_k_avx512,
-          prepare_q6_k_avx512,
-          gemm_on_q8k_part<gemm_q6_k_avx512>,
-          pack_rows_q6_k_avx512,
-          gemm_packed_q6_k_avx512,
-          /*packed_min_tokens=*/2};
+  return with_q6_k_groups_avx512({.weight = DType::Q6_K,
+                                 .act = DType::Q8_K,
+                                 .isa = Isa::Avx512,
+                                 .convert_act = quantize_row_q8_k_avx2,
+                                 .gemm = gemm_q6_k_avx512,
+                                 .gemm_prepared = gemm_on_q8k_part<gemm_q6_k_avx512>,
+                                 .packed_min_tokens = 2});
 }
 
 }  // namespace th::cpu

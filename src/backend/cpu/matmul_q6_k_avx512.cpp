@@ -1,6 +1,6 @@
-// q6_K weights x Q8_K activations, AVX-512 VNNI, on weights repacked at load: the
-// pieces act_q8k.h declares for the q6_K kernel's prepare hooks (prepare_q6_k_avx512,
-// pack_rows_q6_k_avx512, gemm_packed_q6_k_avx512), on kquant_groups_avx512.h's driver. The
+// q6_K weights x Q8_K activations, AVX-512 VNNI, on weights repacked at load:
+// kquant_groups_avx512.h's super-block groups (with_q6_k_groups_avx512, act_q8k.h, adds
+// their prepare hooks, pack_rows and packed gemm to the kernel). The
 // file's layout keeps today's path (gemv_q6_k_avx2 for one token, PanelK6 and
 // panel_gemm_k6_avx512 for more): TOKENHIVE_REPACK=0 runs exactly that.
 //
@@ -93,18 +93,8 @@ constexpr int kR = 1, kT = 8, kR1 = 1;
 
 }  // namespace
 
-size_t prepared_row_bytes_q6_k_avx512(int64_t cols) { return kq_prepared_row_bytes<Q6KGroup>(cols); }
-
-void prepare_q6_k_avx512(const uint8_t* act, int64_t cols, uint8_t* dst) { kq_prepare<Q6KGroup>(act, cols, dst); }
-
-void pack_rows_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                           uint8_t* out) {
-  kq_pack_rows<Q6KGroup>(w, w_row_bytes, cols, r0, r1, out);
-}
-
-void gemm_packed_q6_k_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                             const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  kq_gemm_packed<Q6KGroup, kR, kT, kR1>(w, w_row_bytes, cols, r0, r1, act, act_row_bytes, n_tokens, y, y_stride);
+MatmulKernel with_q6_k_groups_avx512(MatmulKernel file_layout) {
+  return with_kq_groups<Q6KGroup, kR, kT, kR1>(file_layout);
 }
 
 }  // namespace th::cpu

@@ -43,7 +43,7 @@ struct BenchOptions {
   int64_t gen_tokens = 32;        // throughput: tokens per stream
   int64_t block_size = 16;
   int64_t token_budget = 512;
-  std::string kv_type = "f32";
+  std::string kv_type = "f16";  // serve's default
   uint64_t seed = 1;
   int threads = 0;                // 0: one per physical core
 };
@@ -271,7 +271,7 @@ int fail(const std::string& m) {
 }
 
 int run_bench_engine(const BenchOptions& o) {
-  const DType kv_type = kv_dtype_from_name(o.kv_type).value_or(DType::F32);  // the flag's check allows no other
+  const DType kv_type = kv_dtype_from_name(o.kv_type).value_or(DType::F16);  // the flag's check allows no other
   Result<std::string> path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.message());
   Result<GgufFile> file = open_model(*path, "");  // a GGUF, an encrypted one (refused without a key) or an HF folder
@@ -309,7 +309,7 @@ BenchSubcommand add_bench_engine(CLI::App& bench) {
   app->add_option("--gen-tokens", o.gen_tokens, "throughput: tokens each stream generates")->check(CLI::Range(1, 1 << 20));
   app->add_option("--block-size", o.block_size, "KV block size (positions)")->check(CLI::Range(1, 4096));
   app->add_option("--budget", o.token_budget, "tokens per forward pass (prefix, throughput)")->check(CLI::Range(1, 1 << 20));
-  app->add_option("--kv-type", o.kv_type, "f32 | f16 | bf16 | q8_0")->check(CLI::IsMember(kv_dtype_names()));
+  app->add_option("--kv-type", o.kv_type, "KV cache type (f16, as serve's --kv-dtype)")->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
   app->add_option("--seed", o.seed, "prompts' random seed");
   app->add_option("-t,--threads", o.threads, "compute threads; 0: one per physical core")->check(CLI::Range(0, 1024));
   return {app, [f] { return run_bench_engine(*f); }};

@@ -25,6 +25,7 @@
 //   lane_scales(g, sc)      its lane scales
 //   step(regs, sc, a, acc)  acc plus the super-block's product with prepared super-block a
 //   aux(blk, out)           the per-lane term from a Q8_K block
+//                           (step and aux: LaneMins or LaneOffset below, as a base)
 //   pack(src, dst)          a file super-block -> its packed form
 #pragma once
 
@@ -55,6 +56,83 @@ inline __m512i dot_lanes(const Regs& regs, const uint8_t* a, __m512i start) {
 }
 
 inline __m512 load_da(const uint8_t* a) { return _mm512_loadu_ps(reinterpret_cast<const float*>(a + kDaOffset)); }
+
+// A packed super-block's levels as the four u8 registers (K::load's result).
+struct KqRegs {
+  __m512i w[4];
+};
+
+// The images the families pack their levels into, from level(e) of element e (0..255):
+// nibbles (128 bytes): byte 4l + i holds elements 16l + i and 16l + 4 + i (low, high nibble),
+// byte 64 + 4l + i elements 16l + 8 + i and 16l + 12 + i; nibble_regs reads it back.
+template <class Level>
+void write_nibble_image(Level level, uint8_t* dst) {
+  for (int l = 0; l < 16; ++l)
+    for (int i = 0; i < 4; ++i) {
+      const int e = 16 * l + i;
+      dst[4 * l + i] = static_cast<uint8_t>(level(e) | level(e + 4) << 4);
+      dst[64 + 4 * l + i] = static_cast<uint8_t>(level(e + 8) | level(e + 12) << 4);
+    }
+}
+inline KqRegs nibble_regs(const uint8_t* img) {
+  const __m512i a = _mm512_loadu_si512(img), b = _mm512_loadu_si512(img + 64), m = _mm512_set1_epi8(0x0F);
+  return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(b, m),
+           _mm512_and_si512(_mm512_srli_epi16(b, 4), m)}};
+}
+// Two bits (64 bytes): byte 4l + i holds element 16l + 4k + i at bits 2k, so (image >> 2k) & 3
+// is register k; two_bit_regs reads it back.
+template <class Level>
+void write_two_bit_image(Level level, uint8_t* img) {
+  for (int l = 0; l < 16; ++l)
+    for (int i = 0; i < 4; ++i) {
+      const int e = 16 * l + i;
+      img[4 * l + i] = static_cast<uint8_t>(level(e) | level(e + 4) << 2 | level(e + 8) << 4 | level(e + 12) << 6);
+    }
+}
+inline KqRegs two_bit_regs(const uint8_t* img) {
+  const __m512i a = _mm512_loadu_si512(img), m = _mm512_set1_epi8(3);
+  return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 2), m),
+           _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(_mm512_srli_epi16(a, 6), m)}};
+}
+// The file layout of q2_K's and q3_K's low two bits and of q6_K's high two: element e = 128h +
+// 32j + l at bits 2j of q[32h + l].
+inline int two_bits_at(const uint8_t* q, int e) { return (q[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }
+
+// The two ways a family's levels meet the activations' per-lane sums (its step and aux):
+// LaneMins (q4_K, q2_K): unsigned levels and per-lane mins, lane scales s[0] = d * sc and
+// s[1] = dmin * m, aux = d_a times each lane's 16-element sum (f32):
+//   acc += dot * s[0] * d_a - s[1] * aux.
+struct LaneMins {
+  template <class Regs, int N>
+  static __m512 step(const Regs& regs, const __m512 (&s)[N], const uint8_t* a, __m512 acc) {
+    const __m512i dot = dot_lanes(regs, a, _mm512_setzero_si512());
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
+    return _mm512_fnmadd_ps(s[1], _mm512_loadu_ps(reinterpret_cast<const float*>(a + kAuxOffset)), acc);
+  }
+  static void aux(const uint8_t* blk, uint8_t* out) {
+    float da;
+    std::memcpy(&da, blk, 4);
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums)))));
+    _mm512_storeu_ps(reinterpret_cast<float*>(out), _mm512_mul_ps(s, _mm512_set1_ps(da)));
+  }
+};
+// LaneOffset<kLog2> (q6_K 5, q3_K 2, IQ4_XS 7): levels stored as level + 2^kLog2 (unsigned
+// for vpdpbusd), so each lane's dot starts from aux = -2^kLog2 times its 16-element sum
+// (int32); lane scales s[0] = d * scale: acc += dot * s[0] * d_a.
+template <int kLog2>
+struct LaneOffset {
+  template <class Regs, int N>
+  static __m512 step(const Regs& regs, const __m512 (&s)[N], const uint8_t* a, __m512 acc) {
+    const __m512i dot = dot_lanes(regs, a, _mm512_loadu_si512(a + kAuxOffset));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
+  }
+  static void aux(const uint8_t* blk, uint8_t* out) {
+    const __m512i bs = _mm512_cvtepi16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums))));
+    _mm512_storeu_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, kLog2)));
+  }
+};
 
 template <class K>
 size_t kq_prepared_row_bytes(int64_t cols) {

@@ -38,23 +38,20 @@ void gemm_iq4_xs_avx512(const uint8_t* w, size_t w_row_bytes, int64_t cols, int6
 
 namespace {
 
-struct IQ4XSGroup {
+struct IQ4XSGroup : LaneOffset<7> {  // levels + 128
   static constexpr int kSbBytes = sizeof(BlockIQ4_XS);  // 136
   static constexpr int kHeader = 128;                    // d, scales_h, scales_l in a packed super-block
   static constexpr int kScVecs = 1;                      // d * (ls_j - 32)
   static_assert(kSbBytes == kHeader + 8 && offsetof(BlockIQ4_XS, qs) == 8);
 
-  struct Regs {
-    __m512i w[4];
-  };
+  using Regs = KqRegs;
   static Regs load(const uint8_t* g) {
-    const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64), m = _mm512_set1_epi8(0x0F);
     const __m512i t = _mm512_broadcast_i32x4(_mm256_castsi256_si128(
         _mm256_add_epi8(iq4_level_table(), _mm256_set1_epi8(static_cast<char>(-128)))));  // level + 128
-    return {{_mm512_shuffle_epi8(t, _mm512_and_si512(a, m)),
-             _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(a, 4), m)),
-             _mm512_shuffle_epi8(t, _mm512_and_si512(b, m)),
-             _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(b, 4), m))}};
+    Regs r = nibble_regs(g);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) r.w[k] = _mm512_shuffle_epi8(t, r.w[k]);
+    return r;
   }
   // d * (ls_j - 32) in lanes 2j, 2j + 1 (exact: an 11-bit d times a 6-bit scale).
   static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
@@ -65,25 +62,10 @@ struct IQ4XSGroup {
                                                   _mm512_castps256_ps512(ls));
     s[0] = _mm512_mul_ps(per_lane, _mm512_set1_ps(_cvtsh_ss(h)));
   }
-  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
-    const __m512i dot = dot_lanes(regs, a, _mm512_loadu_si512(a + kAuxOffset));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
-  }
-  // The table's +128: -128 times each lane's 16-element sum, as int32.
-  static void aux(const uint8_t* blk, uint8_t* out) {
-    const __m512i bs = _mm512_cvtepi16_epi32(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums))));
-    _mm512_storeu_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 7)));
-  }
   static void pack(const uint8_t* src, uint8_t* dst) {
     const uint8_t* qs = src + offsetof(BlockIQ4_XS, qs);
     // Element e = 32j + i: the low nibble of qs[16j + i] for i < 16, the high one of qs[16j + i - 16].
-    auto nib = [&](int e) { return (qs[16 * (e / 32) + e % 16] >> (e % 32 < 16 ? 0 : 4)) & 0xF; };
-    for (int l = 0; l < 16; ++l)
-      for (int i = 0; i < 4; ++i) {
-        dst[4 * l + i] = static_cast<uint8_t>(nib(16 * l + i) | nib(16 * l + 4 + i) << 4);
-        dst[64 + 4 * l + i] = static_cast<uint8_t>(nib(16 * l + 8 + i) | nib(16 * l + 12 + i) << 4);
-      }
+    write_nibble_image([&](int e) { return (qs[16 * (e / 32) + e % 16] >> (e % 32 < 16 ? 0 : 4)) & 0xF; }, dst);
     std::memcpy(dst + kHeader, src, 8);  // d, scales_h, scales_l
   }
 };

@@ -41,37 +41,17 @@ namespace th::cpu {
 
 namespace {
 
-// Element e of a super-block: its low two bits at bit 2j of qs[32h + l], e = 128h + 32j + l
-// (q2_K and q3_K alike).
-int low_bits_at(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }
-
-// The 64-byte image of four 2-bit fields per byte: byte 4l + i holds element 16l + 4k + i at
-// bits 2k, so (image >> 2k) & 3 is register k.
-void write_two_bit_image(const uint8_t* qs, uint8_t* img) {
-  for (int l = 0; l < 16; ++l)
-    for (int i = 0; i < 4; ++i) {
-      const int e = 16 * l + i;
-      img[4 * l + i] = static_cast<uint8_t>(low_bits_at(qs, e) | low_bits_at(qs, e + 4) << 2 |
-                                            low_bits_at(qs, e + 8) << 4 | low_bits_at(qs, e + 12) << 6);
-    }
+// The low two bits of both (kquant_groups_avx512.h's two-bit image, from the file's qs).
+void write_low_bits(const uint8_t* qs, uint8_t* img) {
+  write_two_bit_image([&](int e) { return two_bits_at(qs, e); }, img);
 }
 
-struct TwoBitRegs {
-  __m512i w[4];
-};
-
-inline TwoBitRegs two_bit_regs(const uint8_t* img) {
-  const __m512i a = _mm512_loadu_si512(img), m = _mm512_set1_epi8(3);
-  return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 2), m),
-           _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(_mm512_srli_epi16(a, 6), m)}};
-}
-
-struct Q2KGroup {
+struct Q2KGroup : LaneMins {
   static constexpr int kSbBytes = sizeof(BlockQ2_K);  // 84
   static constexpr int kScales = 64, kD = 80;          // in a packed super-block
   static constexpr int kScVecs = 2;                    // d * s_l, dmin * m_l
   static_assert(kSbBytes == kD + 4);
-  using Regs = TwoBitRegs;
+  using Regs = KqRegs;
 
   static Regs load(const uint8_t* g) { return two_bit_regs(g); }
   // d * s_l and dmin * m_l in lane l (exact: an 11-bit d times a 4-bit scale).
@@ -83,32 +63,19 @@ struct Q2KGroup {
     s[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(z, _mm512_set1_epi32(0xF))), _mm512_broadcastss_ps(dm));
     s[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(z, 4)), _mm512_broadcastss_ps(_mm_movehdup_ps(dm)));
   }
-  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
-    const __m512i dot = dot_lanes(regs, a, _mm512_setzero_si512());
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
-    return _mm512_fnmadd_ps(s[1], _mm512_loadu_ps(reinterpret_cast<const float*>(a + kAuxOffset)), acc);
-  }
-  // d_a times each lane's 16-element sum, for the mins.
-  static void aux(const uint8_t* blk, uint8_t* out) {
-    float da;
-    std::memcpy(&da, blk, 4);
-    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums)))));
-    _mm512_storeu_ps(reinterpret_cast<float*>(out), _mm512_mul_ps(s, _mm512_set1_ps(da)));
-  }
   static void pack(const uint8_t* src, uint8_t* dst) {
-    write_two_bit_image(src + offsetof(BlockQ2_K, qs), dst);
+    write_low_bits(src + offsetof(BlockQ2_K, qs), dst);
     std::memcpy(dst + kScales, src + offsetof(BlockQ2_K, scales), 16);
     std::memcpy(dst + kD, src + offsetof(BlockQ2_K, d), 4);  // d, dmin
   }
 };
 
-struct Q3KGroup {
+struct Q3KGroup : LaneOffset<2> {  // levels + 4
   static constexpr int kSbBytes = sizeof(BlockQ3_K);  // 110
   static constexpr int kMasks = 64, kScales = offsetof(BlockQ3_K, scales), kD = offsetof(BlockQ3_K, d);
   static constexpr int kScVecs = 1;  // d * (s_l - 32)
   static_assert(kScales == 96 && kD == 108 && kSbBytes == kD + 2);
-  using Regs = TwoBitRegs;
+  using Regs = KqRegs;
 
   static Regs load(const uint8_t* g) {
     Regs r = two_bit_regs(g);
@@ -126,18 +93,8 @@ struct Q3KGroup {
     const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(kquant_avx2::q3_scales(g + kScales)));
     s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(kquant_avx2::load_f16(g + kD)));
   }
-  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
-    const __m512i dot = dot_lanes(regs, a, _mm512_loadu_si512(a + kAuxOffset));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
-  }
-  // The offset's correction: -4 times each lane's 16-element sum, as int32.
-  static void aux(const uint8_t* blk, uint8_t* out) {
-    const __m512i bs = _mm512_cvtepi16_epi32(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums))));
-    _mm512_storeu_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 2)));
-  }
   static void pack(const uint8_t* src, uint8_t* dst) {
-    write_two_bit_image(src + offsetof(BlockQ3_K, qs), dst);
+    write_low_bits(src + offsetof(BlockQ3_K, qs), dst);
     const uint8_t* hm = src + offsetof(BlockQ3_K, hmask);
     // Element e's third bit: bit e / 32 of hmask[e % 32].
     for (int k = 0; k < 4; ++k) {

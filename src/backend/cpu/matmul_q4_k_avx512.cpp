@@ -39,20 +39,14 @@ namespace th::cpu {
 
 namespace {
 
-struct Q4KGroup {
+struct Q4KGroup : LaneMins {
   static constexpr int kSbBytes = sizeof(BlockQ4_K);  // 144
   static constexpr int kHeader = 128;                 // the header's offset in a packed super-block
   static constexpr int kScVecs = 2;                   // dw, mn
   static_assert(kSbBytes == kHeader + 16);
 
-  struct Regs {
-    __m512i w[4];
-  };
-  static Regs load(const uint8_t* g) {
-    const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64), m = _mm512_set1_epi8(0x0F);
-    return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(b, m),
-             _mm512_and_si512(_mm512_srli_epi16(b, 4), m)}};
-  }
+  using Regs = KqRegs;
+  static Regs load(const uint8_t* g) { return nibble_regs(g); }
   // dw (d * sc_j) and mn (dmin * m_j) in lanes 2j, 2j + 1, from the header: the 6-bit
   // unpacking of kquant_avx2.h's scales_and_mins on words u0 u1 u2 at dwords 1..3.
   static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
@@ -72,28 +66,10 @@ struct Q4KGroup {
     s[1] = _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
                                  scaled);
   }
-  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
-    const __m512i dot = dot_lanes(regs, a, _mm512_setzero_si512());
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
-    return _mm512_fnmadd_ps(s[1], _mm512_loadu_ps(reinterpret_cast<const float*>(a + kAuxOffset)), acc);
-  }
-  // abs: d_a times each lane's 16-element sum.
-  static void aux(const uint8_t* blk, uint8_t* out) {
-    float da;
-    std::memcpy(&da, blk, 4);
-    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums)))));
-    _mm512_storeu_ps(reinterpret_cast<float*>(out), _mm512_mul_ps(s, _mm512_set1_ps(da)));
-  }
   static void pack(const uint8_t* src, uint8_t* dst) {
     const uint8_t* qs = src + offsetof(BlockQ4_K, qs);
     // Level of element e: byte 32 (e / 64) + e % 32 of qs, the low nibble for e % 64 < 32.
-    auto level = [&](int e) { return (qs[32 * (e / 64) + e % 32] >> (e % 64 < 32 ? 0 : 4)) & 0xF; };
-    for (int l = 0; l < 16; ++l)
-      for (int i = 0; i < 4; ++i) {
-        dst[4 * l + i] = static_cast<uint8_t>(level(16 * l + i) | level(16 * l + 4 + i) << 4);
-        dst[64 + 4 * l + i] = static_cast<uint8_t>(level(16 * l + 8 + i) | level(16 * l + 12 + i) << 4);
-      }
+    write_nibble_image([&](int e) { return (qs[32 * (e / 64) + e % 32] >> (e % 64 < 32 ? 0 : 4)) & 0xF; }, dst);
     std::memcpy(dst + kHeader, src, 16);  // d, dmin, scales
   }
 };

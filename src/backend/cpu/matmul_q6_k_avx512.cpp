@@ -31,15 +31,13 @@ namespace th::cpu {
 
 namespace {
 
-struct Q6KGroup {
+struct Q6KGroup : LaneOffset<5> {  // levels + 32
   static constexpr int kSbBytes = sizeof(BlockQ6_K);  // 210
   static constexpr int kScales = offsetof(BlockQ6_K, scales), kD = offsetof(BlockQ6_K, d);
   static constexpr int kScVecs = 1;
   static_assert(kScales == 192 && kD == 208);
 
-  struct Regs {
-    __m512i w[4];
-  };
+  using Regs = KqRegs;
   static Regs load(const uint8_t* g) {
     const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64), c = _mm512_loadu_si512(g + 128);
     const __m512i m = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
@@ -57,33 +55,18 @@ struct Q6KGroup {
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales))));
     s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(_cvtsh_ss(h)));
   }
-  static __m512 step(const Regs& regs, const __m512 (&s)[kScVecs], const uint8_t* a, __m512 acc) {
-    const __m512i dot = dot_lanes(regs, a, _mm512_loadu_si512(a + kAuxOffset));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
-  }
-  // The offset's correction: -32 times each lane's 16-element sum, as int32.
-  static void aux(const uint8_t* blk, uint8_t* out) {
-    const __m512i bs = _mm512_cvtepi16_epi32(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_K, bsums))));
-    _mm512_storeu_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
-  }
   static void pack(const uint8_t* src, uint8_t* dst) {
     const uint8_t* ql = src + offsetof(BlockQ6_K, ql);
     const uint8_t* qh = src + offsetof(BlockQ6_K, qh);
     // Element e: half h = e / 128, quarter g = e % 128 / 32, l = e % 32: its low nibble in
     // ql[64h + 32 (g % 2) + l] (the high nibble for g >= 2), its top bits at 2g of qh[32h + l].
-    auto lo = [&](int e) {
-      const int h = e / 128, g = e % 128 / 32, l = e % 32;
-      return (ql[64 * h + 32 * (g % 2) + l] >> (g >= 2 ? 4 : 0)) & 0xF;
-    };
-    auto hi = [&](int e) { return (qh[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; };
-    for (int l = 0; l < 16; ++l)
-      for (int i = 0; i < 4; ++i) {
-        const int e = 16 * l + i;
-        dst[4 * l + i] = static_cast<uint8_t>(lo(e) | lo(e + 4) << 4);
-        dst[64 + 4 * l + i] = static_cast<uint8_t>(lo(e + 8) | lo(e + 12) << 4);
-        dst[128 + 4 * l + i] = static_cast<uint8_t>(hi(e) | hi(e + 4) << 2 | hi(e + 8) << 4 | hi(e + 12) << 6);
-      }
+    write_nibble_image(
+        [&](int e) {
+          const int h = e / 128, g = e % 128 / 32, l = e % 32;
+          return (ql[64 * h + 32 * (g % 2) + l] >> (g >= 2 ? 4 : 0)) & 0xF;
+        },
+        dst);
+    write_two_bit_image([&](int e) { return two_bits_at(qh, e); }, dst + 128);
     std::memcpy(dst + kScales, src + kScales, kSbBytes - kScales);  // scales, d
   }
 };

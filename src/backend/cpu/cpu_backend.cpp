@@ -28,6 +28,7 @@
 #include "backend/cpu/vec_ops.h"
 #include "base/cpu_set.h"
 #include "base/thread_pool.h"
+#include "base/work_ranges.h"
 #include "tensor/quant.h"
 
 namespace th {
@@ -42,9 +43,11 @@ using cpu::Isa;
 // 2 shared cores).
 constexpr int64_t kParallelMinFloats = int64_t{1} << 15;
 
-// Matmul scheduling. Chunks of rows are a multiple of 16 (kernels work on tiles
-// of 4 or 8 rows) and about four per thread. When the batch is bigger than one
-// token tile, a chunk is also capped at 128 KiB of weights and the tokens are
+// Matmul scheduling (parallel_ranges): each thread takes the rows of its own contiguous
+// range in pieces (a quarter of what it has left), then steals half of another's; pieces are
+// multiples of 16 rows (kernels work on tiles of 4 or 8 rows). Other parallel loops take
+// about four chunks per thread from a shared counter. When the batch is bigger than one
+// token tile, a piece is also capped at 128 KiB of weights and the tokens are
 // taken 64 at a time: 64 tokens' Q8_0 activations of a 2048-wide row are
 // 136 KiB, so chunk and tile together stay within Zen 3's 512 KiB L2, and each
 // weight byte brought into L2 serves 64 tokens.
@@ -354,6 +357,25 @@ class CpuBackend final : public Backend {
     pool_.run(std::ref(job));  // a reference_wrapper: std::function stores it without allocating
   }
 
+  // f(begin, end) over pieces of [0, n) that are multiples of grain (but the last) and at most
+  // max_piece long (<= 0: no cap): each thread works through its own contiguous range and then
+  // steals from the others' (WorkRanges), so a thread's rows stream in order.
+  template <class F>
+  void parallel_ranges(int64_t n, int64_t grain, int64_t max_piece, F&& f) {
+    if (n <= 0) return;
+    if (pool_.size() == 1 || n <= grain) {
+      const int64_t step = max_piece > 0 ? max_piece : n;
+      for (int64_t b = 0; b < n; b += step) f(b, std::min(n, b + step));
+      return;
+    }
+    ranges_.reset(n, grain, max_piece);  // published to the workers by run()
+    auto job = [&](int tid, int) {
+      int64_t b, e;
+      while (ranges_.next(tid, &b, &e)) f(b, e);
+    };
+    pool_.run(std::ref(job));
+  }
+
   // f(begin, end) over [0, n) items of item_floats floats each: on the caller alone when
   // small, else in kChunksPerThread chunks per thread.
   template <class F>
@@ -400,9 +422,8 @@ class CpuBackend final : public Backend {
     const size_t in_rb = prepare ? prep_rb : act_rb;
     const size_t w_rb = row_bytes(w.type, w.cols);
     const auto* base = static_cast<const uint8_t*>(packed ? w.packed : w.data);
-    const int64_t per = chunk_rows(w.rows, w_rb, n);
-    parallel_chunks(ceil_div(w.rows, per), [&](int64_t c, int) {
-      const int64_t r0 = c * per, r1 = std::min(w.rows, r0 + per);
+    const int64_t cap = n > kTokenTile ? static_cast<int64_t>(kWeightChunkBytes / std::max<size_t>(w_rb, 1)) : 0;
+    parallel_ranges(w.rows, kChunkRowMultiple, cap, [&](int64_t r0, int64_t r1) {
       for (int64_t t0 = 0; t0 < n; t0 += kTokenTile)
         gemm(base, w_rb, w.cols, r0, r1, in + static_cast<size_t>(t0) * in_rb, in_rb, std::min(kTokenTile, n - t0),
              y + t0 * w.rows, w.rows);
@@ -439,6 +460,7 @@ class CpuBackend final : public Backend {
   const cpu::VecOps* ops_;
   ThreadPool pool_;
   std::atomic<int64_t> next_chunk_{0};
+  WorkRanges ranges_{pool_.size()};  // parallel_ranges' state
   std::vector<std::vector<float>> weight_scratch_;            // per thread: dequantized weight rows
   std::vector<cpu::AttentionScratch> attention_scratch_;      // per thread
   std::vector<int64_t> span_first_, span_token_;              // attention_in_spans: spans by token

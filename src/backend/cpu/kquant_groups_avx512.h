@@ -27,6 +27,8 @@
 //   aux(blk, out)           the per-lane term from a Q8_K block
 //                           (step and aux: LaneMins or LaneOffset below, as a base)
 //   pack(src, dst)          a file super-block -> its packed form
+//   row1(w, nb, a)          optional: one token's dot with one packed row, as 16 lanes to sum
+//                           (q2_K: super-blocks in pairs); kq_gemm_packed then runs it for one token
 #pragma once
 
 #include <immintrin.h>
@@ -237,6 +239,12 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
                     size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
   if (r1 <= r0 || n_tokens <= 0) return;
   const int64_t nb = cols / kQKK;
+  if constexpr (requires { K::row1(w, nb, act); }) {
+    if (n_tokens == 1) {  // the family's own one-token row (K::row1)
+      for (int64_t r = r0; r < r1; ++r) y[r] = _mm512_reduce_add_ps(K::row1(w + r * w_row_bytes, nb, act));
+      return;
+    }
+  }
   if (n_tokens <= kT) {
     static constexpr TileTable<KqTileFn, kR1, kT, KqTiles<K, true>> table;
     const int nt = static_cast<int>(n_tokens);

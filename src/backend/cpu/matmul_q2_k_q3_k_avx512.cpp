@@ -17,7 +17,11 @@
 //         byte add of 4); dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
 //         acc += cvt(dot) * (d (s_l - 32) * d_a)
 // plus the lane scales (one 16-byte load, widen, convert, multiply): about 25 zmm ops per
-// super-block, each row's super-block decoded once for the tile's tokens.
+// super-block, each row's super-block decoded once for the tile's tokens. One token of q2_K
+// takes its super-blocks in pairs instead (Q2KGroup::row1): the two lanes' dots packed to
+// int16 meet their scales and mins in one vpmaddwd each, about 10 ops of scaling a pair where
+// the step takes 15 a super-block (decode of the 1.1B q2_K on the 2-vCPU Zen 5 VM, where it is
+// compute-bound: +11%, paired A/B; q3_K's pairs gained nothing there and were dropped).
 //
 // Packed super-blocks keep the file's size, so rows keep their offsets:
 //   q2_K (84):  [0, 64) the levels' image (byte 4l + i: element 16l + 4k + i at bits 2k),
@@ -67,6 +71,65 @@ struct Q2KGroup : LaneMins {
     write_low_bits(src + offsetof(BlockQ2_K, qs), dst);
     std::memcpy(dst + kScales, src + offsetof(BlockQ2_K, scales), 16);
     std::memcpy(dst + kD, src + offsetof(BlockQ2_K, d), 4);  // d, dmin
+  }
+
+  // One token's dot product with one packed row of nb super-blocks (a: the token's prepared
+  // activations), in 16 lanes to be summed, super-blocks two at a time. The lanes' exact integer dots of both (int16:
+  // |dot| <= 16 * 3 * 128) are packed into one register, so that one vpmaddwd applies both
+  // super-blocks' 32 scales and another their mins to the bsums, and one conversion and one
+  // FMA each scale the lot by d * d_a (dmin * d_a): per pair 10 ops of scales and sums where
+  // the lane-scale step takes 2 x 15.
+  static __m512 row1(const uint8_t* w, int64_t nb, const uint8_t* a) {
+    const uint8_t* q8k = a + nb * kKActBytes;
+    constexpr int kBsums = offsetof(BlockQ8_K, bsums);
+    const __m512i pair_qwords = _mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), low4 = _mm512_set1_epi16(0x0F);
+    __m512 acc_d = _mm512_setzero_ps(), acc_m = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const uint8_t* g0 = w + b * kSbBytes;
+      const uint8_t* g1 = g0 + kSbBytes;
+#pragma GCC unroll 3
+      for (int line = 0; line < 3; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+      const uint8_t* a0 = a + b * kKActBytes;
+      const __m512i d0 = dot_lanes(two_bit_regs(g0), a0, _mm512_setzero_si512());
+      const __m512i d1 = dot_lanes(two_bit_regs(g1), a0 + kKActBytes, _mm512_setzero_si512());
+      // 128-bit block k of each vector below: lanes 4k..4k+3 of super-block b, then of b + 1
+      // (vpackssdw's order), as int16.
+      const __m512i dots = _mm512_packs_epi32(d0, d1);
+      const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g0 + kScales));
+      const __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g1 + kScales));
+      const __m512i sm = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi32(s0, s1), _mm_unpacklo_epi32(s0, s1)));
+      const __m512i bs = _mm512_permutexvar_epi64(
+          pair_qwords, _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(
+                                              reinterpret_cast<const __m256i*>(q8k + b * kQ8KBlock + kBsums))),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                              q8k + (b + 1) * kQ8KBlock + kBsums)),
+                                          1));
+      // int32 lane 4k + j: super-block b for j < 2, b + 1 for j >= 2.
+      const __m512i sums = _mm512_madd_epi16(dots, _mm512_and_si512(sm, low4));
+      const __m512i mins = _mm512_madd_epi16(_mm512_srli_epi16(sm, 4), bs);
+      uint32_t dd0, dd1;
+      std::memcpy(&dd0, g0 + kD, 4);
+      std::memcpy(&dd1, g1 + kD, 4);
+      float da0, da1;
+      std::memcpy(&da0, q8k + b * kQ8KBlock, 4);
+      std::memcpy(&da1, q8k + (b + 1) * kQ8KBlock, 4);
+      // d0 d_a0, dmin0 d_a0, d1 d_a1, dmin1 d_a1 in every 128-bit block.
+      const __m512 x = _mm512_broadcast_f32x4(
+          _mm_mul_ps(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(dd0)), static_cast<int>(dd1), 1)),
+                     _mm_shuffle_ps(_mm_set_ss(da0), _mm_set_ss(da1), 0)));
+      acc_d = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_moveldup_ps(x), acc_d);
+      acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_movehdup_ps(x), acc_m);
+    }
+    __m512 acc = _mm512_sub_ps(acc_d, acc_m);
+    if (b < nb) {  // an odd last super-block
+      const uint8_t* g = w + b * kSbBytes;
+      __m512 s[kScVecs];
+      lane_scales(g, s);
+      acc = step(load(g), s, a + b * kKActBytes, acc);
+    }
+    return acc;
   }
 };
 

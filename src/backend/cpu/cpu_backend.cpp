@@ -7,14 +7,18 @@
 // Work is handed out in chunks claimed from an atomic counter rather than in
 // fixed per-thread ranges: on a shared machine a preempted thread would
 // otherwise hold up the whole op, while with about four chunks per thread the
-// others take over its share.
+// others take over its share. Matmul rows go by WorkRanges instead (contiguous
+// per thread, stolen by halves at the end: the same protection, without a
+// counter's cache line moving between cores per chunk). Repacked weights live
+// on transparent huge pages (HugePageArena).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <new>
@@ -94,6 +98,39 @@ class AlignedBytes {
   size_t size_ = 0;
 };
 
+// Memory for the repacked weights, handed out from slabs of 64 MiB (or one matrix's size)
+// on 2 MiB boundaries that the kernel is asked to back with transparent huge pages
+// (MADV_HUGEPAGE; THP is often "madvise" only). A one-token matmul streams every byte once
+// and its prefetches run 4 KiB ahead, one 4 KiB page: on 4 KiB pages each page is a TLB miss,
+// and in a VM a nested page walk. Freed with the backend.
+class HugePageArena {
+ public:
+  uint8_t* allocate(size_t n) {
+    n = (n + kLine - 1) / kLine * kLine;
+    if (slabs_.empty() || used_ + n > slab_size_) {
+      slab_size_ = std::max(kSlab, (n + kHuge - 1) / kHuge * kHuge);
+      void* p = std::aligned_alloc(kHuge, slab_size_);
+      if (p == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+      (void)::madvise(p, slab_size_, MADV_HUGEPAGE);  // a hint: without THP, 4 KiB pages as before
+#endif
+      slabs_.emplace_back(static_cast<uint8_t*>(p));
+      used_ = 0;
+    }
+    uint8_t* out = slabs_.back().get() + used_;
+    used_ += n;
+    return out;
+  }
+
+ private:
+  static constexpr size_t kLine = 64, kHuge = size_t{2} << 20, kSlab = size_t{64} << 20;
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t, Free>> slabs_;
+  size_t slab_size_ = 0, used_ = 0;
+};
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& o)
@@ -130,8 +167,7 @@ class CpuBackend final : public Backend {
       return w;
     const size_t w_rb = row_bytes(w.type, w.cols);
     const size_t bytes = w_rb * static_cast<size_t>(w.rows);
-    AlignedBytes& copy = packed_weights_.emplace_back();
-    uint8_t* out = copy.reserve(bytes);
+    uint8_t* out = packed_weights_.allocate(bytes);
     const auto* in = static_cast<const uint8_t*>(w.data);
     const int64_t per = chunk_rows(w.rows, w_rb, 1);
     parallel_chunks(ceil_div(w.rows, per), [&](int64_t c, int) {
@@ -468,7 +504,7 @@ class CpuBackend final : public Backend {
   std::vector<uint8_t> act_;                                  // activations in the kernel's format
   AlignedBytes prepared_;                                     // and prepared, for kernels with a prepare step
   bool repack_ = true;                                        // CpuBackendOptions::repack_weights
-  std::deque<AlignedBytes> packed_weights_;                   // prepare_weight's copies
+  HugePageArena packed_weights_;                              // prepare_weight's copies
   size_t packed_bytes_ = 0;
   cpu::RopeCache rope_cache_;
 };

@@ -458,7 +458,9 @@ class CpuBackend final : public Backend {
     const size_t in_rb = prepare ? prep_rb : act_rb;
     const size_t w_rb = row_bytes(w.type, w.cols);
     const auto* base = static_cast<const uint8_t*>(packed ? w.packed : w.data);
-    const int64_t cap = n > kTokenTile ? static_cast<int64_t>(kWeightChunkBytes / std::max<size_t>(w_rb, 1)) : 0;
+    // A batch's pieces: at most 128 KiB of weights (at least one grain of rows); a few tokens: no cap.
+    const int64_t cap =
+        n > kTokenTile ? std::max<int64_t>(1, static_cast<int64_t>(kWeightChunkBytes / std::max<size_t>(w_rb, 1))) : 0;
     parallel_ranges(w.rows, kChunkRowMultiple, cap, [&](int64_t r0, int64_t r1) {
       for (int64_t t0 = 0; t0 < n; t0 += kTokenTile)
         gemm(base, w_rb, w.cols, r0, r1, in + static_cast<size_t>(t0) * in_rb, in_rb, std::min(kTokenTile, n - t0),

@@ -52,8 +52,8 @@ bool WorkRanges::next(int w, int64_t* begin, int64_t* end) {
   }
 }
 
-// Takes the back half (split on a grain boundary; all of it when under two grains) of the first other range
-// with anything left, and makes it w's own.
+// Takes the back half (split on a grain boundary; all of it when under two grains) of the
+// first other range with anything left, and makes it w's own.
 bool WorkRanges::steal(int w) {
   for (int i = 1; i < n_; ++i) {
     std::atomic<uint64_t>& victim = slots_[(w + i) % n_].range;

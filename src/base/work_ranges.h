@@ -23,7 +23,6 @@ class WorkRanges {
  public:
   /// @brief Ranges for n_workers workers (indices 0 .. n_workers - 1).
   explicit WorkRanges(int n_workers);
-  int workers() const { return n_; }
 
   /// @brief Splits [0, n) evenly (on multiples of grain) between the workers. Pieces are
   /// multiples of grain (but the last one) and at most max_piece items (<= 0: no cap).

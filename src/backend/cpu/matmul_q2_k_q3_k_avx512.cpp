@@ -74,11 +74,11 @@ struct Q2KGroup : LaneMins {
   }
 
   // One token's dot product with one packed row of nb super-blocks (a: the token's prepared
-  // activations), in 16 lanes to be summed, super-blocks two at a time. The lanes' exact integer dots of both (int16:
-  // |dot| <= 16 * 3 * 128) are packed into one register, so that one vpmaddwd applies both
-  // super-blocks' 32 scales and another their mins to the bsums, and one conversion and one
-  // FMA each scale the lot by d * d_a (dmin * d_a): per pair 10 ops of scales and sums where
-  // the lane-scale step takes 2 x 15.
+  // activations), in 16 lanes to be summed, super-blocks two at a time. The lanes' exact
+  // integer dots of both (int16: |dot| <= 16 * 3 * 128) are packed into one register, so that
+  // one vpmaddwd applies both super-blocks' 32 scales and another their mins to the bsums,
+  // and one conversion and one FMA each scale the lot by d * d_a (dmin * d_a): per pair 10
+  // ops of scales and sums where the lane-scale step takes 2 x 15.
   static __m512 row1(const uint8_t* w, int64_t nb, const uint8_t* a) {
     const uint8_t* q8k = a + nb * kKActBytes;
     constexpr int kBsums = offsetof(BlockQ8_K, bsums);

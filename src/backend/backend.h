@@ -65,6 +65,12 @@ struct AttentionBatch {
   int64_t block_size = 0;
 };
 
+/// @brief One product of a Backend::matmuls call: y = w x.
+struct MatmulJob {
+  const WeightView* w = nullptr;
+  float* y = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -90,6 +96,12 @@ class Backend {
 
   /// y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens (x: n_tokens x cols, y: n_tokens x rows).
   virtual void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) = 0;
+  /// Several products of one input: jobs[i].y = jobs[i].w x, every w with x's cols (a layer's
+  /// q, k and v; its gate and up). A backend may run them as one (the CPU backend converts x
+  /// once and runs every matrix's rows in one parallel region); by default, one matmul each.
+  virtual void matmuls(std::span<const MatmulJob> jobs, const float* x, int64_t n_tokens) {
+    for (const MatmulJob& j : jobs) matmul(*j.w, x, j.y, n_tokens);
+  }
   /// out[t] = row ids[t] of w, as f32.
   virtual void embed(const WeightView& w, const int32_t* ids, int64_t n, float* out) = 0;
   /// y = x / rms(x) * weight, per row of dim.

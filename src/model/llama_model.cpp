@@ -190,9 +190,8 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   Backend& b = *backend_;
   const ModelConfig& c = cfg_;
   const bool swa = c.is_swa(l);
-  b.matmul(L.wq, h_, q_, n);
-  b.matmul(L.wk, h_, k_, n);
-  b.matmul(L.wv, h_, v_, n);
+  const MatmulJob qkv[] = {{&L.wq, q_}, {&L.wk, k_}, {&L.wv, v_}};
+  b.matmuls(qkv, h_, n);
   if (L.bq) b.add_bias(q_, L.bq, n, c.q_dim());
   if (L.bk) b.add_bias(k_, L.bk, n, c.kv_dim());
   if (L.bv) b.add_bias(v_, L.bv, n, c.kv_dim());
@@ -218,8 +217,8 @@ void LlamaModel::ffn_block(const Layer& L, int64_t n) {
   Backend& b = *backend_;
   const ModelConfig& c = cfg_;
   if (c.n_expert > 0) return moe_block(L, n);
-  b.matmul(L.w_gate, h_, gate_, n);
-  b.matmul(L.w_up, h_, up_, n);
+  const MatmulJob gate_up[] = {{&L.w_gate, gate_}, {&L.w_up, up_}};
+  b.matmuls(gate_up, h_, n);
   if (c.spec->act == FfnAct::GeluTanh) {
     b.geglu(gate_, up_, gate_, n * c.n_ff);
   } else {
@@ -264,8 +263,9 @@ void LlamaModel::moe_block(const Layer& L, int64_t n) {
     const int64_t m = static_cast<int64_t>(idx.size());
     if (m == 0) continue;
     b.gather_rows(h_, idx.data(), m, c.n_embd, moe_in_);
-    b.matmul(expert(L.gate_exps, e), moe_in_, gate_, m);
-    b.matmul(expert(L.up_exps, e), moe_in_, up_, m);
+    const WeightView gate = expert(L.gate_exps, e), up = expert(L.up_exps, e);
+    const MatmulJob gate_up[] = {{&gate, gate_}, {&up, up_}};
+    b.matmuls(gate_up, moe_in_, m);
     b.swiglu(gate_, up_, gate_, m * c.n_ff_exp);
     b.matmul(expert(L.down_exps, e), gate_, moe_out_, m);
     b.add_rows_scaled(o_, moe_out_, idx.data(), weights[static_cast<size_t>(e)].data(), m, c.n_embd);

@@ -183,10 +183,27 @@ class CpuBackend final : public Backend {
   void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) override {
     if (n_tokens <= 0 || w.rows <= 0) return;
     const cpu::MatmulKernel* k = cpu::select_matmul_kernel(w.type, isa_);
-    if (k && w.cols % dtype_info(k->act).block_size == 0)
-      matmul_kernel(*k, w, x, y, n_tokens);
-    else
+    if (k && w.cols % dtype_info(k->act).block_size == 0) {
+      const MatmulJob job[] = {{&w, y}};
+      matmul_kernel(*k, job, x, n_tokens);
+    } else {
       matmul_fallback(w, x, y, n_tokens);
+    }
+  }
+  // Matrices of one type and width share a kernel: x converted once and all their rows in one
+  // parallel region (one pool wake-up and one join instead of one per matrix).
+  void matmuls(std::span<const MatmulJob> jobs, const float* x, int64_t n_tokens) override {
+    if (n_tokens <= 0 || jobs.empty()) return;
+    const WeightView& w0 = *jobs[0].w;
+    const cpu::MatmulKernel* k = cpu::select_matmul_kernel(w0.type, isa_);
+    const bool shared = k && w0.cols % dtype_info(k->act).block_size == 0 &&
+                        std::all_of(jobs.begin(), jobs.end(), [&](const MatmulJob& j) {
+                          return j.w->type == w0.type && j.w->cols == w0.cols && j.w->rows > 0;
+                        });
+    if (shared)
+      matmul_kernel(*k, jobs, x, n_tokens);
+    else
+      Backend::matmuls(jobs, x, n_tokens);
   }
 
   void embed(const WeightView& w, const int32_t* ids, int64_t n, float* out) override {
@@ -433,8 +450,10 @@ class CpuBackend final : public Backend {
     return ceil_div(std::max<int64_t>(c, 1), kChunkRowMultiple) * kChunkRowMultiple;
   }
 
-  void matmul_kernel(const cpu::MatmulKernel& k, const WeightView& w, const float* x, float* y, int64_t n) {
-    const size_t act_rb = row_bytes(k.act, w.cols);
+  // jobs: matrices of one type and width (w.cols), each of at least one row.
+  void matmul_kernel(const cpu::MatmulKernel& k, std::span<const MatmulJob> jobs, const float* x, int64_t n) {
+    const int64_t cols = jobs[0].w->cols;
+    const size_t act_rb = row_bytes(k.act, cols);
     if (act_.size() < static_cast<size_t>(n) * act_rb) act_.resize(static_cast<size_t>(n) * act_rb);
     uint8_t* act = act_.data();
     // A kernel with a prepare step gets its activations prepared here, once, rather than
@@ -442,29 +461,42 @@ class CpuBackend final : public Backend {
     // (packed_min_tokens), where gemm reads the act rows as they are (gemm_prepared gives
     // the same results bit for bit, after a pass that would only copy them).
     const bool prepare = k.prepare != nullptr && n >= k.packed_min_tokens;
-    const size_t prep_rb = prepare ? k.prepared_row_bytes(w.cols) : 0;
+    const size_t prep_rb = prepare ? k.prepared_row_bytes(cols) : 0;
     uint8_t* prep = prepared_.reserve(static_cast<size_t>(n) * prep_rb);
-    parallel_rows(n, w.cols, [&](int64_t t0, int64_t t1) {
+    parallel_rows(n, cols, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* a = act + static_cast<size_t>(t) * act_rb;
-        k.convert_act(x + t * w.cols, a, w.cols);
-        if (prepare) k.prepare(a, w.cols, prep + static_cast<size_t>(t) * prep_rb);
+        k.convert_act(x + t * cols, a, cols);
+        if (prepare) k.prepare(a, cols, prep + static_cast<size_t>(t) * prep_rb);
       }
     });
-    // Packed weights (prepare_weight) come with a packed gemm; the file's layout otherwise.
-    const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr;
-    const auto gemm = packed ? k.gemm_packed : prepare ? k.gemm_prepared : k.gemm;
     const uint8_t* in = prepare ? prep : act;
     const size_t in_rb = prepare ? prep_rb : act_rb;
-    const size_t w_rb = row_bytes(w.type, w.cols);
-    const auto* base = static_cast<const uint8_t*>(packed ? w.packed : w.data);
+    const size_t w_rb = row_bytes(jobs[0].w->type, cols);
+    // The matrices' rows, one after another, each from a multiple of the grain (so no piece
+    // starts mid-tile): job j's row r is row first_row_[j] + r of the region.
+    first_row_.clear();
+    int64_t rows = 0;
+    for (const MatmulJob& j : jobs) {
+      first_row_.push_back(rows);
+      rows = ceil_div(rows + j.w->rows, kChunkRowMultiple) * kChunkRowMultiple;
+    }
     // A batch's pieces: at most 128 KiB of weights (at least one grain of rows); a few tokens: no cap.
     const int64_t cap =
         n > kTokenTile ? std::max<int64_t>(1, static_cast<int64_t>(kWeightChunkBytes / std::max<size_t>(w_rb, 1))) : 0;
-    parallel_ranges(w.rows, kChunkRowMultiple, cap, [&](int64_t r0, int64_t r1) {
-      for (int64_t t0 = 0; t0 < n; t0 += kTokenTile)
-        gemm(base, w_rb, w.cols, r0, r1, in + static_cast<size_t>(t0) * in_rb, in_rb, std::min(kTokenTile, n - t0),
-             y + t0 * w.rows, w.rows);
+    parallel_ranges(rows, kChunkRowMultiple, cap, [&](int64_t r0, int64_t r1) {
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        const WeightView& w = *jobs[i].w;
+        const int64_t b = std::max<int64_t>(r0 - first_row_[i], 0), e = std::min(r1 - first_row_[i], w.rows);
+        if (b >= e) continue;
+        // Packed weights (prepare_weight) come with a packed gemm; the file's layout otherwise.
+        const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr;
+        const auto gemm = packed ? k.gemm_packed : prepare ? k.gemm_prepared : k.gemm;
+        const auto* base = static_cast<const uint8_t*>(packed ? w.packed : w.data);
+        for (int64_t t0 = 0; t0 < n; t0 += kTokenTile)
+          gemm(base, w_rb, cols, b, e, in + static_cast<size_t>(t0) * in_rb, in_rb, std::min(kTokenTile, n - t0),
+               jobs[i].y + t0 * w.rows, w.rows);
+      }
     });
   }
 
@@ -499,6 +531,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   std::atomic<int64_t> next_chunk_{0};
   WorkRanges ranges_{pool_.size()};  // parallel_ranges' state
+  std::vector<int64_t> first_row_;   // matmul_kernel: where each matrix's rows start in its region
   std::vector<std::vector<float>> weight_scratch_;            // per thread: dequantized weight rows
   std::vector<cpu::AttentionScratch> attention_scratch_;      // per thread
   std::vector<int64_t> span_first_, span_token_;              // attention_in_spans: spans by token

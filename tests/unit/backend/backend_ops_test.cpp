@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -211,6 +212,54 @@ TEST_P(BackendOps, MatmulEveryWeightType) {
       }
     }
   }
+}
+
+// matmuls (one input, several matrices) gives each matrix's matmul bit for bit: one region
+// for matrices of one type and width (rows not multiples of the 16-row grain: the next
+// matrix starts on a grain boundary), repacked or not, and one matmul each otherwise.
+TEST_P(BackendOps, MatmulsOfOneInputEqualEachMatmul) {
+  struct Set {
+    std::vector<DType> types;
+    int64_t cols;
+  };
+  const std::vector<Set> sets = {
+      {{DType::Q4_0, DType::Q4_0, DType::Q4_0}, 96},    {{DType::Q2_K, DType::Q2_K}, 512},
+      {{DType::Q8_0, DType::Q8_0, DType::Q8_0}, 64},    {{DType::F32, DType::F32}, 67},
+      {{DType::Q4_0, DType::Q8_0, DType::Q4_0}, 96},  // mixed types: one matmul each
+  };
+  for (const Set& set : sets)
+    for (bool repack : {false, true})
+      for (int64_t n_tok : {1, 3, 70}) {
+        SCOPED_TRACE(std::string(dtype_name(set.types[0])) + " x" + std::to_string(set.types.size()) +
+                     (repack ? " repacked" : "") + " tokens " + std::to_string(n_tok));
+        const int64_t cols = set.cols;
+        const std::vector<int64_t> rows = {37, 5, 133};
+        std::vector<std::vector<uint8_t>> wq(set.types.size());
+        std::vector<WeightView> ws;
+        for (size_t i = 0; i < set.types.size(); ++i) {
+          const size_t rb = row_bytes(set.types[i], cols);
+          const std::vector<float> wf = random_floats(rng_, rows[i] * cols);
+          wq[i].resize(rb * static_cast<size_t>(rows[i]));
+          for (int64_t r = 0; r < rows[i]; ++r)
+            quantize_row(set.types[i], wf.data() + r * cols, wq[i].data() + static_cast<size_t>(r) * rb, cols);
+          const WeightView w{set.types[i], rows[i], cols, wq[i].data()};
+          ws.push_back(repack ? fast_->prepare_weight(w) : w);
+        }
+        Buf x(*fast_, random_floats(rng_, n_tok * cols));
+        std::vector<std::unique_ptr<Buf>> together, alone;
+        std::vector<MatmulJob> jobs;
+        for (size_t i = 0; i < ws.size(); ++i) {
+          together.push_back(std::make_unique<Buf>(*fast_, n_tok * rows[i]));
+          alone.push_back(std::make_unique<Buf>(*fast_, n_tok * rows[i]));
+          jobs.push_back({&ws[i], together.back()->p});
+        }
+        fast_->matmuls(jobs, x.p, n_tok);
+        for (size_t i = 0; i < ws.size(); ++i) {
+          fast_->matmul(ws[i], x.p, alone[i]->p, n_tok);
+          const std::vector<float> got = together[i]->get(), want = alone[i]->get();
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "matrix " << i;
+        }
+      }
 }
 
 // ------------------------------------------------------------- elementwise

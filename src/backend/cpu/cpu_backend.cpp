@@ -182,8 +182,7 @@ class CpuBackend final : public Backend {
 
   void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) override {
     if (n_tokens <= 0 || w.rows <= 0) return;
-    const cpu::MatmulKernel* k = cpu::select_matmul_kernel(w.type, isa_);
-    if (k && w.cols % dtype_info(k->act).block_size == 0) {
+    if (const cpu::MatmulKernel* k = kernel_for(w)) {
       const MatmulJob job[] = {{&w, y}};
       matmul_kernel(*k, job, x, n_tokens);
     } else {
@@ -195,11 +194,10 @@ class CpuBackend final : public Backend {
   void matmuls(std::span<const MatmulJob> jobs, const float* x, int64_t n_tokens) override {
     if (n_tokens <= 0 || jobs.empty()) return;
     const WeightView& w0 = *jobs[0].w;
-    const cpu::MatmulKernel* k = cpu::select_matmul_kernel(w0.type, isa_);
-    const bool shared = k && w0.cols % dtype_info(k->act).block_size == 0 &&
-                        std::all_of(jobs.begin(), jobs.end(), [&](const MatmulJob& j) {
-                          return j.w->type == w0.type && j.w->cols == w0.cols && j.w->rows > 0;
-                        });
+    const cpu::MatmulKernel* k = kernel_for(w0);
+    const bool shared = k && std::all_of(jobs.begin(), jobs.end(), [&](const MatmulJob& j) {
+      return j.w->type == w0.type && j.w->cols == w0.cols && j.w->rows > 0;
+    });
     if (shared)
       matmul_kernel(*k, jobs, x, n_tokens);
     else
@@ -450,6 +448,13 @@ class CpuBackend final : public Backend {
     return ceil_div(std::max<int64_t>(c, 1), kChunkRowMultiple) * kChunkRowMultiple;
   }
 
+  // w's kernel at this ISA, or null when there is none or w's rows are not whole activation
+  // blocks (matmul_fallback then).
+  const cpu::MatmulKernel* kernel_for(const WeightView& w) const {
+    const cpu::MatmulKernel* k = cpu::select_matmul_kernel(w.type, isa_);
+    return k && w.cols % dtype_info(k->act).block_size == 0 ? k : nullptr;
+  }
+
   // jobs: matrices of one type and width (w.cols), each of at least one row.
   void matmul_kernel(const cpu::MatmulKernel& k, std::span<const MatmulJob> jobs, const float* x, int64_t n) {
     const int64_t cols = jobs[0].w->cols;
@@ -473,13 +478,13 @@ class CpuBackend final : public Backend {
     const uint8_t* in = prepare ? prep : act;
     const size_t in_rb = prepare ? prep_rb : act_rb;
     const size_t w_rb = row_bytes(jobs[0].w->type, cols);
-    // The matrices' rows, one after another, each from a multiple of the grain (so no piece
-    // starts mid-tile): job j's row r is row first_row_[j] + r of the region.
+    // The matrices' rows, one after another, each but the first from the next multiple of the
+    // grain (so no piece starts mid-tile): job j's row r is row first_row_[j] + r of the region.
     first_row_.clear();
     int64_t rows = 0;
     for (const MatmulJob& j : jobs) {
-      first_row_.push_back(rows);
-      rows = ceil_div(rows + j.w->rows, kChunkRowMultiple) * kChunkRowMultiple;
+      first_row_.push_back(ceil_div(rows, kChunkRowMultiple) * kChunkRowMultiple);
+      rows = first_row_.back() + j.w->rows;
     }
     // A batch's pieces: at most 128 KiB of weights (at least one grain of rows); a few tokens: no cap.
     const int64_t cap =

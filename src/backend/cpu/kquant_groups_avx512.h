@@ -1,8 +1,8 @@
 // The driver of the K-quant kernels on weights repacked at load, AVX-512 VNNI
 // (matmul_q4_k_avx512.cpp, matmul_q6_k_avx512.cpp): one super-block of 256 weights is one
 // group, in the style of act_q8_groups.h's Group8. Include it from those *_avx512.cpp files
-// only: everything is in an unnamed namespace, so no SIMD code can stand in for a baseline
-// function of the same name at link time.
+// (and *_avx512gfni.cpp ones) only: everything is in an unnamed namespace, so no SIMD code can
+// stand in for a baseline function of the same name at link time.
 //
 // Int32 lane l of a zmm register stands for elements 16l .. 16l + 15 of the super-block
 // (q6_K's sub-block l, half of q4_K's sub-block l / 2), register k holding elements
@@ -16,7 +16,8 @@
 // super-block kKGroupActBytes bytes: X0..X3 (X_k[4l + i] = q8[16l + 4k + i]), 64 bytes
 // of the family's per-lane term at kAuxOffset (q4_K: d_a * bsums[l] as f32; q6_K: -32 *
 // bsums[l] as int32), d_a in 16 lanes at kDaOffset; then the token's Q8_K row itself (from
-// kKGroupActBytes * nb on), which the file's-layout path reads.
+// kKGroupActBytes * nb on), which the file's-layout path reads; then, for a family with
+// pair_aux (q2_K's row1), kPairBytes per pair of super-blocks.
 //
 // A family supplies a trait K:
 //   kSbBytes                the super-block's bytes (the file's: a packed row keeps its size)
@@ -29,6 +30,8 @@
 //   pack(src, dst)          a file super-block -> its packed form
 //   row1(w, nb, a)          optional: one token's dot with one packed row, as 16 lanes to sum
 //                           (q2_K: super-blocks in pairs); kq_gemm_packed then runs it for one token
+//   kPairBytes, pair_aux(blk0, blk1, out)
+//                           optional: per pair of Q8_K blocks, what row1 reads after the Q8_K row
 #pragma once
 
 #include <immintrin.h>
@@ -136,10 +139,18 @@ struct LaneOffset {
   }
 };
 
+// K::kPairBytes per pair of super-blocks after the Q8_K row where K has pair_aux (0 otherwise).
+template <class K>
+constexpr size_t kq_pair_bytes() {
+  if constexpr (requires { K::pair_aux(nullptr, nullptr, nullptr); }) return K::kPairBytes;
+  return 0;
+}
+
 template <class K>
 size_t kq_prepared_row_bytes(int64_t cols) {
   const int64_t nb = cols / kQKK;
-  return (static_cast<size_t>(nb) * (kKActBytes + kQ8KBlock) + 63) / 64 * 64;
+  return (static_cast<size_t>(nb) * (kKActBytes + kQ8KBlock) + static_cast<size_t>(nb / 2) * kq_pair_bytes<K>() + 63) /
+         64 * 64;
 }
 
 // One token's Q8_K row -> its prepared form at dst.
@@ -158,6 +169,10 @@ void kq_prepare(const uint8_t* act, int64_t cols, uint8_t* dst) {
     _mm512_storeu_ps(reinterpret_cast<float*>(out + kDaOffset), _mm512_set1_ps(da));
   }
   std::memcpy(dst + nb * kKActBytes, act, static_cast<size_t>(nb) * kQ8KBlock);
+  if constexpr (kq_pair_bytes<K>() > 0)
+    for (int64_t j = 0; j < nb / 2; ++j)
+      K::pair_aux(act + 2 * j * kQ8KBlock, act + (2 * j + 1) * kQ8KBlock,
+                  dst + nb * (kKActBytes + kQ8KBlock) + j * kq_pair_bytes<K>());
 }
 
 // Rows [r0, r1) of W in the file's layout -> the packed layout at out (the same offsets).

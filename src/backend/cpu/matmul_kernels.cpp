@@ -25,7 +25,7 @@ namespace {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, bmi2 = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false;
-  bool avx512bf16 = false, avx512vbmi = false;
+  bool avx512bf16 = false, avx512vbmi = false, gfni = false;
 };
 
 CpuFeatures detect_features() {
@@ -52,6 +52,7 @@ CpuFeatures detect_features() {
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
     f.avx512vbmi = c & (1u << 1);
+    f.gfni = c & (1u << 8);
     if (a >= 1) {  // leaf 7 has subleaf 1
       unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
       __cpuid_count(7, 1, a1, b1, c1, d1);
@@ -87,6 +88,14 @@ bool has_avx512_vbmi() {
   static const bool yes = [] {
     const std::vector<Isa>& isas = available_isas();
     return isas.back() == Isa::Avx512 && detect_features().avx512vbmi;
+  }();
+  return yes;
+}
+
+bool has_avx512_gfni() {
+  static const bool yes = [] {
+    const std::vector<Isa>& isas = available_isas();
+    return isas.back() == Isa::Avx512 && detect_features().gfni;
   }();
   return yes;
 }

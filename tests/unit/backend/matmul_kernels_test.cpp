@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/act_q8.h"
+#include "backend/cpu/act_q8k.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
@@ -453,6 +454,50 @@ TEST(MatmulRegistry, Iq4NlVbmiMatchesPlainAvx512) {
       for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t r = p.r0; r < p.r1; ++r) ASSERT_EQ(y[0][t * p.y_stride + r], want[t * p.y_stride + r]);
     }
+}
+
+// Where the CPU has GFNI, find_matmul_kernel gives q2_K's and q3_K's GFNI variants (their
+// two-bit fields unpacked by vgf2p8affineqb), so the suites above no longer run the plain
+// AVX-512 ones here: on packed weights both must give the same bits, for one token (q2_K's
+// pairs of super-blocks and an odd last one), a few (inline scales) and a batch.
+TEST(MatmulRegistry, Q2kQ3kGfniMatchesPlainAvx512) {
+  if (!has_avx512_gfni()) GTEST_SKIP() << "this CPU lacks GFNI on AVX-512";
+  std::mt19937 rng(29);
+  for (DType type : {DType::Q2_K, DType::Q3_K}) {
+    const MatmulKernel& file_layout = *find_matmul_kernel(type, Isa::Avx512);
+    const bool q2 = type == DType::Q2_K;
+    const MatmulKernel variants[2] = {
+        (q2 ? with_q2_k_groups_avx512 : with_q3_k_groups_avx512)(file_layout),
+        (q2 ? with_q2_k_groups_avx512gfni : with_q3_k_groups_avx512gfni)(file_layout)};
+    ASSERT_EQ(file_layout.gemm_packed, variants[1].gemm_packed);
+    ASSERT_NE(variants[0].gemm_packed, variants[1].gemm_packed);
+    for (int64_t cols : {3 * 256, 9 * 256})
+      for (int64_t n_tokens : {1, 3, 9}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(type) << " cols " << cols << " tokens " << n_tokens);
+        const Problem p(file_layout, 37, cols, n_tokens, rng);
+        std::vector<float> y[2];
+        for (int i = 0; i < 2; ++i) {
+          const MatmulKernel& k = variants[i];
+          const size_t prb = k.prepared_row_bytes(cols);
+          std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens));
+          for (int64_t t = 0; t < n_tokens; ++t)
+            k.prepare(p.act.data() + t * p.act_row_bytes, cols, prepared.data() + t * prb);
+          std::vector<uint8_t> packed(p.w.size(), 0xEE);
+          k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data());
+          y[i].assign(static_cast<size_t>(n_tokens * p.y_stride), -1.0f);
+          k.gemm_packed(packed.data(), p.w_row_bytes, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, y[i].data(),
+                        p.y_stride);
+        }
+        EXPECT_EQ(y[0], y[1]);
+        // And near the file's layout (a few ulps of sum |w x|: the packed path scales lanes).
+        const std::vector<float> want = p.run(file_layout);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t r = p.r0; r < p.r1; ++r) {
+            const float v = y[1][t * p.y_stride + r], ref = want[t * p.y_stride + r];
+            ASSERT_NEAR(v, ref, 1e-4f * (1.0f + std::fabs(ref))) << "row " << r << " token " << t;
+          }
+      }
+  }
 }
 
 TEST(MatmulRegistry, GenericIsAlwaysAvailable) {

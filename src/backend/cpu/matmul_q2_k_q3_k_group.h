@@ -1,0 +1,221 @@
+// The q2_K and q3_K group traits (q2_K and q3_K weights x Q8_K activations, AVX-512 VNNI, on
+// weights repacked at load) for kquant_groups_avx512.h's super-block driver; include it from
+// matmul_q2_k_q3_k_avx512.cpp (two-bit fields by shifts and ands) and
+// matmul_q2_k_q3_k_avx512gfni.cpp (by GFNI) only. Their with_q*_k_groups_avx512[gfni] (act_q8k.h)
+// add the prepare hooks, pack_rows and packed gemm to the kernels. The file's layout keeps the
+// AVX2 path (gemv_q*_k_avx2 for one token, the panels for more): TOKENHIVE_REPACK=0 runs that.
+//
+// Why: a one-token q2_K super-block (84 bytes) cost about 65 ymm ops on the file's layout
+// (per 32-element chunk a shift, a mask, vpmaddubsw, a vpshufb for the scales, vpmaddwd and
+// an add), about 11 GB/s of compute per core here, barely above a core's share of the memory
+// bandwidth; the decode ran at 35-45% of the bandwidth ceiling (BENCHMARKS.md, session 6).
+// Here lane l of a zmm register stands for sub-block l (elements 16l .. 16l + 15, each with
+// its own scale), register k holding elements 16l + 4k .. 16l + 4k + 3 in it, so per
+// (row, token, super-block):
+//   q2_K: one 64-byte load, 3 shifts and 4 ands (or 4 vgf2p8affineqb); dot = 4 vpdpbusd (levels 0..3 x s8)
+//         acc += cvt(dot) * (d s_l * d_a);  acc -= (dmin m_l) * (d_a bsums[l])   (q4_K's step)
+//   q3_K: the same two bits, plus the third one from four 64-bit masks (kmovq + a masked
+//         byte add of 4); dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
+//         acc += cvt(dot) * (d (s_l - 32) * d_a)
+// plus the lane scales (one 16-byte load, widen, convert, multiply): about 25 zmm ops per
+// super-block, each row's super-block decoded once for the tile's tokens. One token of q2_K
+// takes its super-blocks in pairs instead (Q2KGroup::row1): the two lanes' dots packed to
+// int16 meet their scales and mins in one vpmaddwd each, about 10 ops of scaling a pair where
+// the step takes 15 a super-block (decode of the 1.1B q2_K on the 2-vCPU Zen 5 VM, where it is
+// compute-bound: +11%, paired A/B; q3_K's pairs gained nothing there and were dropped); the
+// pair's bsums and d_a are laid out for it once per token (pair_aux: in cache 1.05x).
+//
+// Packed super-blocks keep the file's size, so rows keep their offsets:
+//   q2_K (84):  [0, 64) the levels' image (byte 4l + i: element 16l + 4k + i at bits 2k),
+//               [64, 80) the file's scales, [80, 84) d, dmin.
+//   q3_K (110): [0, 64) the low two bits' image as q2_K's, [64, 96) mask k (8 bytes, k = 0..3:
+//               bit 4l + i is the third bit of element 16l + 4k + i), [96, 110) the file's
+//               scales and d, at their own offsets.
+//
+// Rounding: the integer sums are exact in both paths; this path scales each lane's sum, the
+// AVX2 path each block's scaled integer sum, so packed results are not bit-identical to
+// gemm; both stay within a few ulps of sum |w x| (the kquant tests check 2e-5 * sum |w x|).
+// GCC 12's AVX-512 headers warn on _mm512_undefined_*() once inlined (GCC bug 105593).
+#pragma once
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "backend/cpu/kquant_avx2.h"
+#include "backend/cpu/kquant_groups_avx512.h"
+
+namespace th::cpu {
+namespace {
+
+// The low two bits of both (kquant_groups_avx512.h's two-bit image, from the file's qs).
+void write_low_bits(const uint8_t* qs, uint8_t* img) {
+  write_two_bit_image([&](int e) { return two_bits_at(qs, e); }, img);
+}
+
+// The four two-bit registers of a packed super-block (two_bit_regs). kGfni
+// (matmul_q2_k_q3_k_avx512gfni.cpp): one vgf2p8affineqb each, whose bit matrix moves bits 2k
+// and 2k + 1 of every byte to bits 0 and 1 and clears the rest, where the plain form takes a
+// shift and an and (3 shifts and 4 ands a super-block). On the Zen 5 VM of session 14 the
+// shifts were the one-token loop's bottleneck: the one-token q2_K matmul in cache ran 1.39x
+// as fast with them gone (BENCHMARKS.md, "Session 14").
+template <bool kGfni>
+inline KqRegs low_bits(const uint8_t* img) {
+  if constexpr (kGfni) {
+#ifdef __GFNI__
+    const __m512i a = _mm512_loadu_si512(img);
+    KqRegs r;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {  // matrix row 7 (output bit 0) picks bit 2k, row 6 (bit 1) bit 2k + 1
+      const __m512i pick = _mm512_set1_epi64(int64_t{1} << (56 + 2 * k) | int64_t{2} << (48 + 2 * k));
+      r.w[k] = _mm512_gf2p8affine_epi64_epi8(a, pick, 0);
+    }
+    return r;
+#else
+    static_assert(!kGfni, "the GFNI trait is compiled with -mgfni");
+#endif
+  } else {
+    return two_bit_regs(img);
+  }
+}
+
+template <bool kGfni>
+struct Q2KGroup : LaneMins {
+  static constexpr int kSbBytes = sizeof(BlockQ2_K);  // 84
+  static constexpr int kScales = 64, kD = 80;          // in a packed super-block
+  static constexpr int kScVecs = 2;                    // d * s_l, dmin * m_l
+  static_assert(kSbBytes == kD + 4);
+  using Regs = KqRegs;
+
+  static Regs load(const uint8_t* g) { return low_bits<kGfni>(g); }
+  // d * s_l and dmin * m_l in lane l (exact: an 11-bit d times a 4-bit scale).
+  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
+    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales)));
+    uint32_t dd;
+    std::memcpy(&dd, g + kD, 4);
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));  // d, dmin
+    s[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(z, _mm512_set1_epi32(0xF))), _mm512_broadcastss_ps(dm));
+    s[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(z, 4)), _mm512_broadcastss_ps(_mm_movehdup_ps(dm)));
+  }
+  static void pack(const uint8_t* src, uint8_t* dst) {
+    write_low_bits(src + offsetof(BlockQ2_K, qs), dst);
+    std::memcpy(dst + kScales, src + offsetof(BlockQ2_K, scales), 16);
+    std::memcpy(dst + kD, src + offsetof(BlockQ2_K, d), 4);  // d, dmin
+  }
+
+  // Per pair of super-blocks (2j, 2j + 1), after the token's Q8_K row (kq_prepare): both
+  // super-blocks' bsums in vpackssdw's order (128-bit block k: bsums[4k .. 4k + 3] of the
+  // first, then of the second, int16) and d_a0, d_a0, d_a1, d_a1, for row1.
+  static constexpr int kPairBytes = 80;
+  static void pair_aux(const uint8_t* blk0, const uint8_t* blk1, uint8_t* out) {
+    int16_t bs[2][16], o[32];
+    std::memcpy(bs[0], blk0 + offsetof(BlockQ8_K, bsums), 32);
+    std::memcpy(bs[1], blk1 + offsetof(BlockQ8_K, bsums), 32);
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 8; ++j) o[8 * k + j] = bs[j / 4][4 * k + j % 4];
+    float da[4];
+    std::memcpy(&da[0], blk0, 4);
+    std::memcpy(&da[2], blk1, 4);
+    da[1] = da[0];
+    da[3] = da[2];
+    std::memcpy(out, o, 64);
+    std::memcpy(out + 64, da, 16);
+  }
+
+  // One token's dot product with one packed row of nb super-blocks (a: the token's prepared
+  // activations), in 16 lanes to be summed, super-blocks two at a time. The lanes' exact
+  // integer dots of both (int16: |dot| <= 16 * 3 * 128) are packed into one register, so that
+  // one vpmaddwd applies both super-blocks' 32 scales and another their mins to the bsums
+  // (pair_aux's), and one conversion and one FMA each scale the lot by d * d_a (dmin * d_a).
+  static __m512 row1(const uint8_t* w, int64_t nb, const uint8_t* a) {
+    const uint8_t* pairs = a + nb * (kKActBytes + kQ8KBlock);
+    const __m512i low4 = _mm512_set1_epi16(0x0F);
+    // d0 d_a0, dmin0 d_a0, d1 d_a1, dmin1 d_a1 -> each 128-bit block's 4 lanes' d (dmin) d_a.
+    const __m512i d_lanes = _mm512_set4_epi32(2, 2, 0, 0), m_lanes = _mm512_set4_epi32(3, 3, 1, 1);
+    __m512 acc_d = _mm512_setzero_ps(), acc_m = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const uint8_t* g0 = w + b * kSbBytes;
+      const uint8_t* g1 = g0 + kSbBytes;
+      const uint8_t* pa = pairs + b / 2 * kPairBytes;
+#pragma GCC unroll 3
+      for (int line = 0; line < 3; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+      const uint8_t* a0 = a + b * kKActBytes;
+      const __m512i d0 = dot_lanes(load(g0), a0, _mm512_setzero_si512());
+      const __m512i d1 = dot_lanes(load(g1), a0 + kKActBytes, _mm512_setzero_si512());
+      // 128-bit block k of each vector below: lanes 4k..4k+3 of super-block b, then of b + 1
+      // (vpackssdw's order), as int16.
+      const __m512i dots = _mm512_packs_epi32(d0, d1);
+      const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g0 + kScales));
+      const __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g1 + kScales));
+      const __m512i sm = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi32(s0, s1), _mm_unpacklo_epi32(s0, s1)));
+      // int32 lane 4k + j: super-block b for j < 2, b + 1 for j >= 2.
+      const __m512i sums = _mm512_madd_epi16(dots, _mm512_and_si512(sm, low4));
+      const __m512i mins = _mm512_madd_epi16(_mm512_srli_epi16(sm, 4), _mm512_loadu_si512(pa));
+      uint32_t dd0, dd1;
+      std::memcpy(&dd0, g0 + kD, 4);
+      std::memcpy(&dd1, g1 + kD, 4);
+      const __m512 x = _mm512_zextps128_ps512(
+          _mm_mul_ps(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(dd0)), static_cast<int>(dd1), 1)),
+                     _mm_loadu_ps(reinterpret_cast<const float*>(pa + 64))));
+      acc_d = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(d_lanes, x), acc_d);
+      acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_permutexvar_ps(m_lanes, x), acc_m);
+    }
+    __m512 acc = _mm512_sub_ps(acc_d, acc_m);
+    if (b < nb) {  // an odd last super-block
+      const uint8_t* g = w + b * kSbBytes;
+      __m512 s[kScVecs];
+      lane_scales(g, s);
+      acc = step(load(g), s, a + b * kKActBytes, acc);
+    }
+    return acc;
+  }
+};
+
+template <bool kGfni>
+struct Q3KGroup : LaneOffset<2> {  // levels + 4
+  static constexpr int kSbBytes = sizeof(BlockQ3_K);  // 110
+  static constexpr int kMasks = 64, kScales = offsetof(BlockQ3_K, scales), kD = offsetof(BlockQ3_K, d);
+  static constexpr int kScVecs = 1;  // d * (s_l - 32)
+  static_assert(kScales == 96 && kD == 108 && kSbBytes == kD + 2);
+  using Regs = KqRegs;
+
+  static Regs load(const uint8_t* g) {
+    Regs r = low_bits<kGfni>(g);
+    const __m512i four = _mm512_set1_epi8(4);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      uint64_t bits;
+      std::memcpy(&bits, g + kMasks + 8 * k, 8);
+      r.w[k] = _mm512_mask_add_epi8(r.w[k], _cvtu64_mask64(bits), r.w[k], four);
+    }
+    return r;
+  }
+  // d * (s_l - 32) in lane l (exact: an 11-bit d times a 6-bit scale).
+  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(kquant_avx2::q3_scales(g + kScales)));
+    s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(kquant_avx2::load_f16(g + kD)));
+  }
+  static void pack(const uint8_t* src, uint8_t* dst) {
+    write_low_bits(src + offsetof(BlockQ3_K, qs), dst);
+    const uint8_t* hm = src + offsetof(BlockQ3_K, hmask);
+    // Element e's third bit: bit e / 32 of hmask[e % 32].
+    for (int k = 0; k < 4; ++k) {
+      uint64_t bits = 0;
+      for (int l = 0; l < 16; ++l)
+        for (int i = 0; i < 4; ++i) {
+          const int e = 16 * l + 4 * k + i;
+          bits |= static_cast<uint64_t>((hm[e % 32] >> (e / 32)) & 1) << (4 * l + i);
+        }
+      std::memcpy(dst + kMasks + 8 * k, &bits, 8);
+    }
+    std::memcpy(dst + kScales, src + kScales, kSbBytes - kScales);  // scales, d
+  }
+};
+
+// kR x kT tiles for batches; up to kT tokens run kR1 rows at a time with inline scales.
+constexpr int kR = 1, kT = 8, kR1 = 1;
+
+}  // namespace
+}  // namespace th::cpu

@@ -187,10 +187,11 @@ MatmulKernel with_q6_k_groups_avx512(MatmulKernel file_layout);
 /// q2_K, q3_K (matmul_q2_k_q3_k_avx512.cpp) and IQ4_XS (matmul_iq4_xs_avx512.cpp) likewise.
 MatmulKernel with_q2_k_groups_avx512(MatmulKernel file_layout);
 MatmulKernel with_q3_k_groups_avx512(MatmulKernel file_layout);
-/// The same with the two-bit fields unpacked by GFNI (matmul_q2_k_q3_k_avx512gfni.cpp: only
-/// where has_avx512_gfni()); bit for bit the plain ones' results.
+/// The same with the bit fields unpacked by GFNI (*_avx512gfni.cpp: only where
+/// has_avx512_gfni()); bit for bit the plain ones' results.
 MatmulKernel with_q2_k_groups_avx512gfni(MatmulKernel file_layout);
 MatmulKernel with_q3_k_groups_avx512gfni(MatmulKernel file_layout);
+MatmulKernel with_q6_k_groups_avx512gfni(MatmulKernel file_layout);
 MatmulKernel with_iq4_xs_groups_avx512(MatmulKernel file_layout);
 
 /// IQ4_XS x Q8_K (matmul_iq4_xs_tile.h): whole gemms, MatmulKernel::gemm semantics. IQ4_XS

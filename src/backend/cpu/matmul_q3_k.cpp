@@ -56,16 +56,17 @@ constexpr auto gemm_q3_k_avx512 = gemm_kquant<PanelK6, gemv_q3_k_avx2, unpack_q3
 
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_q2_k_q3_k_group.h's
 // super-block groups (their GFNI variant where the CPU has it) for every token count, one token
-// included (BENCHMARKS.md, "Session 9"): within the kquant tests' rounding bound of gemm, not bit for bit (see that file).
+// included (BENCHMARKS.md, "Session 9"): within the kquant tests' rounding bound of gemm, not
+// bit for bit (see that file).
 MatmulKernel matmul_q3_k_avx512() {
-  const auto with_groups = has_avx512_gfni() ? with_q3_k_groups_avx512gfni : with_q3_k_groups_avx512;
-  return with_groups({.weight = DType::Q3_K,
-                      .act = DType::Q8_K,
-                      .isa = Isa::Avx512,
-                      .convert_act = quantize_row_q8_k_avx2,
-                      .gemm = gemm_q3_k_avx512,
-                      .gemm_prepared = gemm_on_q8k_part<gemm_q3_k_avx512>,
-                      .packed_min_tokens = 1});
+  return (has_avx512_gfni() ? with_q3_k_groups_avx512gfni : with_q3_k_groups_avx512)({
+      .weight = DType::Q3_K,
+      .act = DType::Q8_K,
+      .isa = Isa::Avx512,
+      .convert_act = quantize_row_q8_k_avx2,
+      .gemm = gemm_q3_k_avx512,
+      .gemm_prepared = gemm_on_q8k_part<gemm_q3_k_avx512>,
+      .packed_min_tokens = 1});
 }
 
 }  // namespace th::cpu

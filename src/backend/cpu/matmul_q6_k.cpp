@@ -56,18 +56,20 @@ constexpr auto gemm_q6_k_avx512 = gemm_kquant<PanelK6, gemv_q6_k_avx2, unpack_q6
 
 }  // namespace
 
-// Weights repacked at load (CpuBackend::prepare_weight) run matmul_q6_k_avx512.cpp's
-// super-block groups instead from two tokens on (one token streams the file's layout
-// through gemv, faster): within the kquant tests' rounding
-// bound of gemm, not bit for bit (see that file).
+// Weights repacked at load (CpuBackend::prepare_weight) run matmul_q6_k_group.h's super-block
+// groups: from one token on where the CPU has GFNI (their GFNI variant), from two otherwise
+// (one token streams the file's layout through gemv, faster than the plain unpacking); within
+// the kquant tests' rounding bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q6_k_avx512() {
-  return with_q6_k_groups_avx512({.weight = DType::Q6_K,
-                                 .act = DType::Q8_K,
-                                 .isa = Isa::Avx512,
-                                 .convert_act = quantize_row_q8_k_avx2,
-                                 .gemm = gemm_q6_k_avx512,
-                                 .gemm_prepared = gemm_on_q8k_part<gemm_q6_k_avx512>,
-                                 .packed_min_tokens = 2});
+  const bool gfni = has_avx512_gfni();
+  return (gfni ? with_q6_k_groups_avx512gfni : with_q6_k_groups_avx512)({
+      .weight = DType::Q6_K,
+      .act = DType::Q8_K,
+      .isa = Isa::Avx512,
+      .convert_act = quantize_row_q8_k_avx2,
+      .gemm = gemm_q6_k_avx512,
+      .gemm_prepared = gemm_on_q8k_part<gemm_q6_k_avx512>,
+      .packed_min_tokens = gfni ? 1 : 2});
 }
 
 }  // namespace th::cpu

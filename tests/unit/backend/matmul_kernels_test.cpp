@@ -456,19 +456,23 @@ TEST(MatmulRegistry, Iq4NlVbmiMatchesPlainAvx512) {
     }
 }
 
-// Where the CPU has GFNI, find_matmul_kernel gives q2_K's and q3_K's GFNI variants (their
-// two-bit fields unpacked by vgf2p8affineqb), so the suites above no longer run the plain
+// Where the CPU has GFNI, find_matmul_kernel gives q2_K's, q3_K's and q6_K's GFNI variants
+// (their bit fields unpacked by vgf2p8affineqb), so the suites above no longer run the plain
 // AVX-512 ones here: on packed weights both must give the same bits, for one token (q2_K's
 // pairs of super-blocks and an odd last one), a few (inline scales) and a batch.
-TEST(MatmulRegistry, Q2kQ3kGfniMatchesPlainAvx512) {
+TEST(MatmulRegistry, KQuantGfniMatchesPlainAvx512) {
   if (!has_avx512_gfni()) GTEST_SKIP() << "this CPU lacks GFNI on AVX-512";
+  using WithGroups = MatmulKernel (*)(MatmulKernel);
+  const struct {
+    DType type;
+    WithGroups plain, gfni;
+  } families[] = {{DType::Q2_K, with_q2_k_groups_avx512, with_q2_k_groups_avx512gfni},
+                  {DType::Q3_K, with_q3_k_groups_avx512, with_q3_k_groups_avx512gfni},
+                  {DType::Q6_K, with_q6_k_groups_avx512, with_q6_k_groups_avx512gfni}};
   std::mt19937 rng(29);
-  for (DType type : {DType::Q2_K, DType::Q3_K}) {
+  for (const auto& [type, plain, gfni] : families) {
     const MatmulKernel& file_layout = *find_matmul_kernel(type, Isa::Avx512);
-    const bool q2 = type == DType::Q2_K;
-    const MatmulKernel variants[2] = {
-        (q2 ? with_q2_k_groups_avx512 : with_q3_k_groups_avx512)(file_layout),
-        (q2 ? with_q2_k_groups_avx512gfni : with_q3_k_groups_avx512gfni)(file_layout)};
+    const MatmulKernel variants[2] = {plain(file_layout), gfni(file_layout)};
     ASSERT_EQ(file_layout.gemm_packed, variants[1].gemm_packed);
     ASSERT_NE(variants[0].gemm_packed, variants[1].gemm_packed);
     for (int64_t cols : {3 * 256, 9 * 256})

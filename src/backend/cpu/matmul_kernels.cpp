@@ -95,7 +95,8 @@ bool has_avx512_vbmi() {
 bool has_avx512_gfni() {
   static const bool yes = [] {
     const std::vector<Isa>& isas = available_isas();
-    return isas.back() == Isa::Avx512 && detect_features().gfni;
+    const CpuFeatures f = detect_features();
+    return isas.back() == Isa::Avx512 && f.gfni && f.avx512vbmi;
   }();
   return yes;
 }

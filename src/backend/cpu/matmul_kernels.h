@@ -28,7 +28,8 @@ const std::vector<Isa>& available_isas();
 bool has_avx512_bf16();
 /// @brief Whether it also runs AVX512-VBMI (vpermi2b): the fp8 kernel's table decoding.
 bool has_avx512_vbmi();
-/// @brief Whether it also runs GFNI on zmm (vgf2p8affineqb): q2_K's and q3_K's two-bit unpacking.
+/// @brief Whether it also runs GFNI on zmm (vgf2p8affineqb) and VBMI: the K-quant groups' bit-field
+/// unpacking (*_avx512gfni.cpp; every CPU with both: Ice Lake, Sapphire Rapids, Zen 4 and later).
 bool has_avx512_gfni();
 /// @brief The best ISA this CPU runs, or $TOKENHIVE_ISA (generic | avx2 | avx512) when set and available.
 Isa best_isa();

@@ -29,8 +29,8 @@
 //   q2_K (84):  [0, 64) the levels' image (byte 4l + i: element 16l + 4k + i at bits 2k),
 //               [64, 80) the file's scales, [80, 84) d, dmin.
 //   q3_K (110): [0, 64) the low two bits' image as q2_K's, [64, 96) mask k (8 bytes, k = 0..3:
-//               bit 4l + i is the third bit of element 16l + 4k + i), [96, 110) the file's
-//               scales and d, at their own offsets.
+//               bit 4l + i is the third bit of element 16l + 4k + i), [96, 108) the file's
+//               scales (the GFNI variant: s_l - 32 as 6-bit fields, lane_scales), [108, 110) d.
 //
 // Rounding: the integer sums are exact in both paths; this path scales each lane's sum, the
 // AVX2 path each block's scaled integer sum, so packed results are not bit-identical to
@@ -192,10 +192,25 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
     }
     return r;
   }
-  // d * (s_l - 32) in lane l (exact: an 11-bit d times a 6-bit scale).
+  // d * (s_l - 32) in lane l (exact: an 11-bit d times a 6-bit scale). kGfni: the packed
+  // scales are 6-bit fields (pack), which one vpmultishiftqb moves to bits 2-7 of byte l
+  // (window 6l - 2 of its qword, the two bits below masked off): 4 (s_l - 32) as int8, the 4
+  // folded into d / 4 (exact), in 4 ops where the file's packing takes 11 (q3_scales).
   static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(kquant_avx2::q3_scales(g + kScales)));
-    s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(kquant_avx2::load_f16(g + kD)));
+    if constexpr (kGfni) {
+#ifdef __AVX512VBMI__
+      const __m128i windows = _mm_setr_epi8(14, 20, 26, 32, 38, 44, 50, 56, 62, 4, 10, 16, 22, 28, 34, 40);
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales - 2));  // qwords: [94, 110)
+      const __m128i q = _mm_and_si128(_mm_multishift_epi64_epi8(windows, x), _mm_set1_epi8(static_cast<char>(0xFC)));
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+      s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(kquant_avx2::load_f16(g + kD) * 0.25f));
+#else
+      static_assert(!kGfni, "the GFNI trait is compiled with -mavx512vbmi");
+#endif
+    } else {
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(kquant_avx2::q3_scales(g + kScales)));
+      s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(kquant_avx2::load_f16(g + kD)));
+    }
   }
   static void pack(const uint8_t* src, uint8_t* dst) {
     write_low_bits(src + offsetof(BlockQ3_K, qs), dst);
@@ -210,7 +225,18 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
         }
       std::memcpy(dst + kMasks + 8 * k, &bits, 8);
     }
-    std::memcpy(dst + kScales, src + kScales, kSbBytes - kScales);  // scales, d
+    if constexpr (kGfni) {
+      // s_l - 32 as 6-bit fields: l = 0..7 at bits 6l of bytes [96, 102), l = 8..15 of [102, 108).
+      alignas(16) int8_t sc[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), kquant_avx2::q3_scales(src + kScales));
+      uint64_t half[2] = {0, 0};
+      for (int l = 0; l < 16; ++l) half[l / 8] |= static_cast<uint64_t>(sc[l] & 63) << (6 * (l % 8));
+      std::memcpy(dst + kScales, &half[0], 6);
+      std::memcpy(dst + kScales + 6, &half[1], 6);
+      std::memcpy(dst + kD, src + kD, 2);
+    } else {
+      std::memcpy(dst + kScales, src + kScales, kSbBytes - kScales);  // scales, d
+    }
   }
 };
 

@@ -120,6 +120,19 @@ struct Problem {
     k.gemm(w.data(), w_row_bytes, cols, r0, r1, own.data(), rb, n_tokens, y.data(), y_stride);
     return y;
   }
+
+  // k's products on its own packed layout: the activations prepared and rows [r0, r1) packed
+  // by k (the rest junk), then its gemm_packed; -1 outside the rows.
+  std::vector<float> run_packed(const MatmulKernel& k) const {
+    const size_t prb = k.prepared_row_bytes(cols);
+    std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) k.prepare(act.data() + t * act_row_bytes, cols, prepared.data() + t * prb);
+    std::vector<uint8_t> packed(w.size(), 0xEE);
+    k.pack_rows(w.data(), w_row_bytes, cols, r0, r1, packed.data());
+    std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), -1.0f);
+    k.gemm_packed(packed.data(), w_row_bytes, cols, r0, r1, prepared.data(), prb, n_tokens, y.data(), y_stride);
+    return y;
+  }
 };
 
 class MatmulKernelTest : public testing::TestWithParam<Case> {
@@ -436,19 +449,7 @@ TEST(MatmulRegistry, Iq4NlVbmiMatchesPlainAvx512) {
     for (int64_t n_tokens : {1, 3, 9}) {
       SCOPED_TRACE(testing::Message() << "cols " << cols << " tokens " << n_tokens);
       const Problem p(plain, 37, cols, n_tokens, rng);
-      std::vector<float> y[2];
-      for (int i = 0; i < 2; ++i) {
-        const MatmulKernel& k = i == 0 ? plain : vbmi;
-        const size_t prb = k.prepared_row_bytes(cols);
-        std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens));
-        for (int64_t t = 0; t < n_tokens; ++t)
-          k.prepare(p.act.data() + t * p.act_row_bytes, cols, prepared.data() + t * prb);
-        std::vector<uint8_t> packed(p.w.size(), 0xEE);
-        k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data());
-        y[i].assign(static_cast<size_t>(n_tokens * p.y_stride), -1.0f);
-        k.gemm_packed(packed.data(), p.w_row_bytes, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, y[i].data(),
-                      p.y_stride);
-      }
+      const std::vector<float> y[2] = {p.run_packed(plain), p.run_packed(vbmi)};
       EXPECT_EQ(y[0], y[1]);
       const std::vector<float> want = p.run(plain);  // the file's layout's, bit for bit (NaN outside the rows)
       for (int64_t t = 0; t < n_tokens; ++t)
@@ -479,19 +480,7 @@ TEST(MatmulRegistry, KQuantGfniMatchesPlainAvx512) {
       for (int64_t n_tokens : {1, 3, 9}) {
         SCOPED_TRACE(testing::Message() << dtype_name(type) << " cols " << cols << " tokens " << n_tokens);
         const Problem p(file_layout, 37, cols, n_tokens, rng);
-        std::vector<float> y[2];
-        for (int i = 0; i < 2; ++i) {
-          const MatmulKernel& k = variants[i];
-          const size_t prb = k.prepared_row_bytes(cols);
-          std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens));
-          for (int64_t t = 0; t < n_tokens; ++t)
-            k.prepare(p.act.data() + t * p.act_row_bytes, cols, prepared.data() + t * prb);
-          std::vector<uint8_t> packed(p.w.size(), 0xEE);
-          k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data());
-          y[i].assign(static_cast<size_t>(n_tokens * p.y_stride), -1.0f);
-          k.gemm_packed(packed.data(), p.w_row_bytes, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, y[i].data(),
-                        p.y_stride);
-        }
+        const std::vector<float> y[2] = {p.run_packed(variants[0]), p.run_packed(variants[1])};
         EXPECT_EQ(y[0], y[1]);
         // And near the file's layout (a few ulps of sum |w x|: the packed path scales lanes).
         const std::vector<float> want = p.run(file_layout);

@@ -23,6 +23,9 @@ inline std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "/th_" + std::to_string(::getpid()) + "_" + name;
 }
 
+/// The shared stories260K model, the tests' default model.
+inline std::string stories() { return shared_path("models/stories260K.gguf"); }
+
 /// The built `tokenhive` binary.
 inline std::string binary_path() { return TH_BINARY; }
 

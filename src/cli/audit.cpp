@@ -19,11 +19,6 @@ namespace {
 
 using namespace th::audit;
 
-int fail(const std::string& line) {
-  std::fprintf(stderr, "tokenhive audit: %s\n", line.c_str());
-  return 1;
-}
-
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
@@ -32,12 +27,12 @@ bool exists(const std::string& path) {
 int keygen(const std::string& prefix) {
   const std::string key_path = prefix + ".key", pub_path = prefix + ".pub";
   for (const std::string& p : {key_path, pub_path})
-    if (exists(p)) return fail(p + ": exists; not overwriting a key");
+    if (exists(p)) return fail("audit", p + ": exists; not overwriting a key");
   Result<audit::Ed25519PrivateKey> key = audit::Ed25519PrivateKey::generate();
-  if (!key.ok()) return fail(key.message());
+  if (!key.ok()) return fail("audit", key.message());
   // The public half first: a crash between the two leaves no orphan private key.
-  if (Status s = audit::write_new_file(pub_path, key->public_key().pem(), 0644); !s.ok()) return fail(s.message());
-  if (Status s = audit::write_new_file(key_path, key->pem(), 0600); !s.ok()) return fail(s.message());
+  if (Status s = audit::write_new_file(pub_path, key->public_key().pem(), 0644); !s.ok()) return fail("audit", s.message());
+  if (Status s = audit::write_new_file(key_path, key->pem(), 0600); !s.ok()) return fail("audit", s.message());
   std::printf("wrote %s (private, mode 0600) and %s (public key %s)\n", key_path.c_str(), pub_path.c_str(),
               audit::to_hex(key->public_key().raw()).c_str());
   return 0;
@@ -53,24 +48,24 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
 
 int verify(const std::string& file, const std::string& pubkey, const std::string& checkpoint_file) {
   Result<audit::Ed25519PublicKey> key = audit::Ed25519PublicKey::load(pubkey);
-  if (!key.ok()) return fail(key.message());
+  if (!key.ok()) return fail("audit", key.message());
   Result<std::vector<uint8_t>> bytes = read_file(file);
-  if (!bytes.ok()) return fail(bytes.message());
+  if (!bytes.ok()) return fail("audit", bytes.message());
   const audit::AuditFileScan scan = audit::scan_audit_file(*bytes);
   std::vector<uint8_t> ext_bytes;
   audit::AuditFileScan ext_scan;
   audit::AuditVerifyOptions options;
   if (!checkpoint_file.empty()) {
     Result<std::vector<uint8_t>> b = read_file(checkpoint_file);
-    if (!b.ok()) return fail(b.message());
+    if (!b.ok()) return fail("audit", b.message());
     ext_bytes = std::move(b).value();
     ext_scan = audit::scan_audit_file(ext_bytes);
     options.external = &ext_scan;
   }
   const audit::AuditVerifyReport r = audit::verify_audit_log(scan, *key, options);
   if (!r.ok) {
-    if (r.first_bad_index) return fail(cat(file, ": FAILED at entry ", *r.first_bad_index, ": ", r.reason));
-    return fail(cat(file, ": FAILED: ", r.reason));
+    if (r.first_bad_index) return fail("audit", cat(file, ": FAILED at entry ", *r.first_bad_index, ": ", r.reason));
+    return fail("audit", cat(file, ": FAILED: ", r.reason));
   }
   std::string last = "no checkpoint yet";
   if (r.last_checkpoint)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/bench.h"
+#include "cli/verbs.h"
 #include "parallel/all_reduce_algorithm.h"
 #include "parallel/communicator.h"
 
@@ -26,11 +27,6 @@ struct BenchCommFlags {
   int iters = 200;
   std::string algorithm = "all";
 };
-
-int fail(const std::string& message) {
-  std::fprintf(stderr, "tokenhive bench comm: %s\n", message.c_str());
-  return 1;
-}
 
 // data[i] = rank + 1 + i % 7 on each rank: every sum is a small integer, exact in float.
 Status check_sum(Communicator& comm, size_t n) {
@@ -69,7 +65,7 @@ Result<std::vector<double>> time_calls(Communicator& comm, size_t n, int iters) 
 
 int run_bench_comm(const BenchCommFlags& f) {
   Result<std::unique_ptr<Communicator>> started = make_mpi_communicator();
-  if (!started.ok()) return fail(started.message());
+  if (!started.ok()) return fail("bench comm", started.message());
   Communicator& comm = **started;
   std::vector<std::pair<std::string, AllReduceAlgorithm>> algorithms;
   if (f.algorithm == "mpi" || f.algorithm == "all") algorithms.emplace_back("MPI_Allreduce", AllReduceAlgorithm::Library);
@@ -84,12 +80,12 @@ int run_bench_comm(const BenchCommFlags& f) {
     for (const auto& [name, algorithm] : algorithms) {
       set_mpi_all_reduce_algorithm(algorithm);
       if (Status s = check_sum(comm, n); !s.ok()) {
-        fail(name + ": " + s.message());
+        fail("bench comm", name + ": " + s.message());
         comm.abort(1);  // the others may be in the next call already
       }
       Result<std::vector<double>> us = time_calls(comm, n, f.iters);
       if (!us.ok()) {
-        fail(us.message());
+        fail("bench comm", us.message());
         comm.abort(1);
       }
       double sum = 0;

@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "cli/bench.h"
+#include "cli/verbs.h"
 #include "engine/engine.h"
 #include "format/gguf.h"
 #include "kv/kv_dtype.h"
@@ -265,20 +266,15 @@ class Bench {
   DType kv_type_;
 };
 
-int fail(const std::string& m) {
-  std::fprintf(stderr, "tokenhive bench engine: %s\n", m.c_str());
-  return 1;
-}
-
 int run_bench_engine(const BenchOptions& o) {
   const DType kv_type = kv_dtype_from_name(o.kv_type).value_or(DType::F16);  // the flag's check allows no other
   Result<std::string> path = resolve_model_path(o.model);
-  if (!path.ok()) return fail(path.message());
+  if (!path.ok()) return fail("bench engine", path.message());
   Result<GgufFile> file = open_model(*path, "");  // a GGUF, an encrypted one (refused without a key) or an HF folder
-  if (!file.ok()) return fail(file.message());
+  if (!file.ok()) return fail("bench engine", file.message());
   std::unique_ptr<Backend> backend = make_bench_backend(o);
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
-  if (!model.ok()) return fail(model.message());
+  if (!model.ok()) return fail("bench engine", model.message());
   const ModelConfig& c = (*model)->config();
   std::printf("model %s: %lld layers, dim %lld, vocab %lld; KV %s\n", path->c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_vocab), o.kv_type.c_str());
@@ -288,7 +284,7 @@ int run_bench_engine(const BenchOptions& o) {
     if (o.scenario != "all" && o.scenario != s) continue;
     const std::string name = s;
     Status st = name == "prefix" ? bench.prefix() : name == "priority" ? bench.priority() : bench.throughput();
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok()) return fail("bench engine", st.message());
     std::fflush(stdout);
   }
   return 0;

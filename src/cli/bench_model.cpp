@@ -24,6 +24,7 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "cli/bench.h"
 #include "cli/compute_types.h"
+#include "cli/verbs.h"
 #include "engine/compute_accuracy.h"
 #include "engine/generator.h"
 #include "engine/model_bench.h"
@@ -141,11 +142,6 @@ CLI::Validator list_validator(std::function<Status(const std::string&)> parse) {
         return st.ok() ? std::string() : st.message();
       },
       "LIST", "list");
-}
-
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "tokenhive bench model: %s\n", msg.c_str());
-  return 1;
 }
 
 void progress(const char* fmt, auto... args) {
@@ -473,19 +469,19 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
 
 int run_bench_model(const BenchModelFlags& f) {
   Result<std::string> path = resolve_model_path(f.model);
-  if (!path.ok()) return fail(path.message());
+  if (!path.ok()) return fail("bench model", path.message());
   Result<GgufFile> file = open_model(*path, "");  // a GGUF or an HF folder
-  if (!file.ok()) return fail(file.message());
+  if (!file.ok()) return fail("bench model", file.message());
   BenchModelRun r;
   std::vector<MatrixRead> reads;
   for (cpu::Isa isa : f.isas) {
     std::unique_ptr<Backend> backend = make_bench_backend(f, isa);
     Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
-    if (!model.ok()) return fail(model.message());
+    if (!model.ok()) return fail("bench model", model.message());
     if (r.runs.empty()) {  // the file is checked now (load): what it costs, and the machine's limits
       const ModelConfig& c = (*model)->config();
       Result<std::vector<MatrixRead>> rd = llama_matrix_reads(*file, c);
-      if (!rd.ok()) return fail(rd.message());
+      if (!rd.ok()) return fail("bench model", rd.message());
       reads = std::move(*rd);
       r.path = *path;
       r.compute_type = parse_compute_type(f.compute_type).value_or(ComputeType::Native);
@@ -494,20 +490,20 @@ int run_bench_model(const BenchModelFlags& f) {
       r.info = model_info(*file, c, reads);
       r.config = c;
       Result<MachinePeaks> peaks = measure_peaks(f, cpu::best_isa(), r.probes);  // while nothing else of ours runs
-      if (!peaks.ok()) return fail(peaks.message());
+      if (!peaks.ok()) return fail("bench model", peaks.message());
       r.peaks = *peaks;
     }
-    if (Status s = load_compute_types(**model, {r.compute_type}, "bench model", false); !s.ok()) return fail(s.message());
+    if (Status s = load_compute_types(**model, {r.compute_type}, "bench model", false); !s.ok()) return fail("bench model", s.message());
     if (r.runs.empty() && r.compute_type != ComputeType::Native && r.compute_type != ComputeType::Fp32 &&
         f.accuracy_tokens > 0) {
       progress("accuracy: %s vs fp32 over %lld tokens of fp32's greedy text", std::string(f.compute_type).c_str(),
                static_cast<long long>(f.accuracy_tokens));
       Result<ComputeAccuracy> a = accuracy_vs_fp32(**model, *backend, *file, r.compute_type, f.accuracy_tokens);
-      if (!a.ok()) return fail(a.message());
+      if (!a.ok()) return fail("bench model", a.message());
       r.accuracy = *a;
     }
     Result<IsaRun> run = run_isa(f, **model, *backend, reads_for(reads, r.compute_type), isa, r.compute_type);
-    if (!run.ok()) return fail(run.message());
+    if (!run.ok()) return fail("bench model", run.message());
     r.runs.push_back(std::move(*run));
   }
   if (f.json) {
@@ -572,7 +568,7 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
             try {
               return run_bench_model(*f);
             } catch (const std::bad_alloc&) {
-              return fail("out of memory (try a smaller --prompt, --ubatch, --batch or --probe-mib)");
+              return fail("bench model", "out of memory (try a smaller --prompt, --ubatch, --batch or --probe-mib)");
             }
           }};
 }

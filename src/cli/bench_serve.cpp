@@ -27,6 +27,7 @@
 #include "bench/openai_stream.h"
 #include "bench/workload.h"
 #include "cli/bench.h"
+#include "cli/verbs.h"
 #include "client/failover_client.h"
 #include "client/http_client.h"
 
@@ -100,11 +101,6 @@ Result<StreamFn> make_http_stream(const std::string& url, int64_t max_concurrenc
   });
 }
 
-int fail(const std::string& m) {
-  std::fprintf(stderr, "tokenhive bench serve: %s\n", m.c_str());
-  return 1;
-}
-
 Status write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::errorf(path, ": cannot open for writing");
@@ -169,31 +165,31 @@ std::string outputs_jsonl(const bench::LoadResult& result, const bench::OpenAiTa
 
 int run_compare(const ServeBenchOptions& o) {
   Result<nlohmann::json> a = bench::read_stats_json(o.compare[0]);
-  if (!a.ok()) return fail(a.message());
+  if (!a.ok()) return fail("bench serve", a.message());
   Result<nlohmann::json> b = bench::read_stats_json(o.compare[1]);
-  if (!b.ok()) return fail(b.message());
+  if (!b.ok()) return fail("bench serve", b.message());
   std::fputs(bench::compare_table(*a, *b, o.compare[0], o.compare[1]).c_str(), stdout);
   return 0;
 }
 
 int run_bench_serve(ServeBenchOptions o) {
   if (!o.compare.empty()) return run_compare(o);
-  if (o.url.empty()) return fail("--url is required (or --compare A.json B.json)");
-  if (o.endpoint.empty() || o.endpoint[0] != '/') return fail("--endpoint must be a path starting with '/'");
+  if (o.url.empty()) return fail("bench serve", "--url is required (or --compare A.json B.json)");
+  if (o.endpoint.empty() || o.endpoint[0] != '/') return fail("bench serve", "--endpoint must be a path starting with '/'");
   Result<double> rate = parse_rate(o.request_rate);
-  if (!rate.ok()) return fail(rate.message());
+  if (!rate.ok()) return fail("bench serve", rate.message());
   if (!o.priority_mix.empty()) {
     Result<bench::PriorityMix> mix = bench::parse_priority_mix(o.priority_mix);
-    if (!mix.ok()) return fail(mix.message());
+    if (!mix.ok()) return fail("bench serve", mix.message());
     o.workload.priorities = *mix;
   }
   // serve's flag names for goodput's targets, so one pair of values goes to both.
   if (!o.tpot_slo_ms.empty()) o.goodput.push_back("tpot:" + o.tpot_slo_ms);
   if (!o.ttft_slo_ms.empty()) o.goodput.push_back("ttft:" + o.ttft_slo_ms);
   Result<bench::GoodputTargets> goodput = bench::parse_goodput(o.goodput);
-  if (!goodput.ok()) return fail(goodput.message());
+  if (!goodput.ok()) return fail("bench serve", goodput.message());
   Result<std::unique_ptr<bench::Workload>> workload = bench::make_workload(o.workload);
-  if (!workload.ok()) return fail(workload.message());
+  if (!workload.ok()) return fail("bench serve", workload.message());
 
   bench::LoadOptions load;
   load.num_prompts = o.num_prompts;
@@ -220,7 +216,7 @@ int run_bench_serve(ServeBenchOptions o) {
 
   std::shared_ptr<client::FailoverClient> failover;
   Result<StreamFn> stream = make_http_stream(o.url, o.max_concurrency, &failover);
-  if (!stream.ok()) return fail(stream.message());
+  if (!stream.ok()) return fail("bench serve", stream.message());
   bench::OpenAiTarget target;
   target.endpoint = o.endpoint;
   target.model = o.model;
@@ -250,7 +246,7 @@ int run_bench_serve(ServeBenchOptions o) {
   }
   std::fprintf(stderr, "bench serve: %s%s, %s\n", o.url.c_str(), o.endpoint.c_str(), (*workload)->describe().c_str());
   Result<bench::LoadResult> result = bench::run_load(**workload, send, load);
-  if (!result.ok()) return fail(result.message());
+  if (!result.ok()) return fail("bench serve", result.message());
 
   const bench::BenchStats stats = bench::compute_stats(result->records, result->duration_s, *goodput);
   const std::string title = cat(o.url, o.endpoint, "  ", (*workload)->describe());
@@ -268,15 +264,15 @@ int run_bench_serve(ServeBenchOptions o) {
   std::fflush(stdout);
   if (!o.json_path.empty()) {
     Status st = write_file(o.json_path, bench::stats_json(stats, config).dump(2) + "\n");
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok()) return fail("bench serve", st.message());
   }
   if (!o.outputs_path.empty()) {
     Status st = write_file(o.outputs_path, outputs_jsonl(*result, target));
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok()) return fail("bench serve", st.message());
   }
   if (!o.html_path.empty()) {
     Status st = write_file(o.html_path, bench::html_report(result->records, stats, config, "tokenhive bench serve: " + title));
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok()) return fail("bench serve", st.message());
   }
   return stats.all.completed > 0 ? 0 : 1;
 }

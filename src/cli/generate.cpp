@@ -22,11 +22,6 @@
 namespace th::cli {
 
 namespace {
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "tokenhive generate: %s\n", msg.c_str());
-  return 1;
-}
-
 // Under --tensor-parallel, once a collective failed: a peer may wait in the next one, so
 // the whole job ends here (mpirun reports every rank's exit).
 [[noreturn]] void abort_job(Communicator& comm, const std::string& msg) {
@@ -81,12 +76,12 @@ int run_generate(int argc, char** argv) {
   sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
   Result<std::unique_ptr<Communicator>> started = start_communicator(tensor_parallel);
-  if (!started.ok()) return fail(started.message());
+  if (!started.ok()) return fail("generate", started.message());
   Communicator& comm = **started;
   // Each start-up step's outcome is agreed by every rank (agree: one rank's error is every
   // rank's), so no rank goes on into a collective its peers will never join.
   auto step = [&](const Status& mine) { return agree(comm, mine, kStartupTimeout); };
-  auto failed = [&](const Status& s) { return comm.failed() ? (abort_job(comm, s.message()), 1) : fail(s.message() + rank_label(comm)); };
+  auto failed = [&](const Status& s) { return comm.failed() ? (abort_job(comm, s.message()), 1) : fail("generate", s.message() + rank_label(comm)); };
   Result<std::string> path = resolve_model_path(model_flag);
   if (Status s = step(path.status()); !s.ok()) return failed(s);
   Result<GgufFile> file = open_model(*path, key_file);
@@ -130,7 +125,7 @@ int run_generate(int argc, char** argv) {
   std::fflush(stdout);
   if (comm.failed()) abort_job(comm, st.message());
   if (Status s = (*model)->stop_followers(); !s.ok()) abort_job(comm, s.message());
-  if (!st.ok()) return fail(st.message());
+  if (!st.ok()) return fail("generate", st.message());
   if (comm.size() > 1) {
     print_resident(comm);
     std::fprintf(stderr, "tokenhive generate: rank 0: %.3f s in all-reduces of %.3f s of prompt and generation\n",

@@ -1,9 +1,19 @@
 // tokenhive: one binary, many verbs (like git).
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "cli/verbs.h"
+
+namespace th::cli {
+
+int fail(std::string_view verb, const std::string& message) {
+  std::fprintf(stderr, "tokenhive %.*s: %s\n", static_cast<int>(verb.size()), verb.data(), message.c_str());
+  return 1;
+}
+
+}  // namespace th::cli
 
 namespace {
 

@@ -17,11 +17,6 @@ namespace {
 
 constexpr const char* kKeyHelp = "key-encryption key: a file (64 hex digits or 32 raw bytes), env:VAR or cmd:COMMAND";
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "tokenhive model: %s\n", msg.c_str());
-  return 1;
-}
-
 }  // namespace
 
 int run_model(int argc, char** argv) {
@@ -43,22 +38,22 @@ int run_model(int argc, char** argv) {
   if (std::optional<int> rc = parse_flags(app, "model", argc, argv)) return *rc;
 
   if (keygen->parsed()) {
-    if (Status s = write_new_kek(key_out); !s.ok()) return fail(s.message());
+    if (Status s = write_new_kek(key_out); !s.ok()) return fail("model", s.message());
     std::fprintf(stderr, "tokenhive model: wrote a new key to %s\n", key_out.c_str());
     return 0;
   }
   Result<Kek> kek = load_kek(key);
-  if (!kek.ok()) return fail(kek.message());
+  if (!kek.ok()) return fail("model", kek.message());
   if (encrypt->parsed()) {
     EnvelopeOptions o;
     o.chunk_bytes = chunk_mib << 20;
-    if (Status s = encrypt_model_file(in, out, *kek, o); !s.ok()) return fail(s.message());
+    if (Status s = encrypt_model_file(in, out, *kek, o); !s.ok()) return fail("model", s.message());
     std::fprintf(stderr, "tokenhive model: encrypted %s -> %s\n", in.c_str(), out.c_str());
     return 0;
   }
   Result<Kek> next = load_kek(new_key);
-  if (!next.ok()) return fail(next.message());
-  if (Status s = rekey_model_file(file, *kek, *next); !s.ok()) return fail(s.message());
+  if (!next.ok()) return fail("model", next.message());
+  if (Status s = rekey_model_file(file, *kek, *next); !s.ok()) return fail("model", s.message());
   std::fprintf(stderr, "tokenhive model: %s now opens with the new key\n", file.c_str());
   return 0;
 }

@@ -34,11 +34,6 @@ namespace th::cli {
 
 namespace {
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "tokenhive router: %s\n", message.c_str());
-  return 1;
-}
-
 }  // namespace
 
 int run_router(int argc, char** argv) {
@@ -79,7 +74,7 @@ int run_router(int argc, char** argv) {
   ro.admin_loopback_only = cluster::is_loopback_host(http.host);
 
   Result<http::ShutdownSignal> signal = http::ShutdownSignal::install();
-  if (!signal.ok()) return fail(signal.message());
+  if (!signal.ok()) return fail("router", signal.message());
 
   cluster::CellPoolOptions po;
   po.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
@@ -98,14 +93,14 @@ int run_router(int argc, char** argv) {
   cluster::CellPool& pool = *pool_owner;
   cluster::RouterService service(ro, pool);
   service_for_callbacks.store(&service);
-  if (Status s = service.start(); !s.ok()) return fail(s.message());
+  if (Status s = service.start(); !s.ok()) return fail("router", s.message());
   for (const std::string& url : cells)
-    if (Status s = pool.add(url, cluster::CellSource::kFlag); !s.ok()) return fail(s.message());
+    if (Status s = pool.add(url, cluster::CellSource::kFlag); !s.ok()) return fail("router", s.message());
 
   std::unique_ptr<cluster::CellWatcher> watcher;
   if (!ro.discovery.empty()) {
     Result<std::unique_ptr<cluster::CellWatcher>> w = cluster::CellWatcher::start(ro.discovery);
-    if (!w.ok()) return fail(w.message());
+    if (!w.ok()) return fail("router", w.message());
     watcher = std::move(*w);
     watcher->on_change([&pool](const std::vector<cluster::DiscoveredCell>& found) {
       std::vector<std::string> urls;
@@ -116,7 +111,7 @@ int run_router(int argc, char** argv) {
 
   http::HttpServer server(http);
   service.add_routes(server);
-  if (Status s = server.start(); !s.ok()) return fail(s.message());
+  if (Status s = server.start(); !s.ok()) return fail("router", s.message());
   std::fprintf(stderr, "tokenhive router: listening on http://%s:%d (%zu cells given, policy %s%s%s)\n",
                http.host.c_str(), server.port(), cells.size(), ro.policy.c_str(),
                ro.discovery.empty() ? "" : ", discovery ", ro.discovery.c_str());

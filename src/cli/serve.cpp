@@ -61,11 +61,6 @@ namespace th::cli {
 
 namespace {
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "tokenhive serve: %s\n", msg.c_str());
-  return 1;
-}
-
 struct ServeFlags {
   std::string model;
   std::string served_name;
@@ -226,7 +221,7 @@ struct ServeLogs {
 int open_logs(const ServeFlags& f, ServeLogs& logs, server::ApiServiceOptions& api_options) {
   if (!f.api_keys.empty()) {
     Result<server::ApiKeyStore> k = server::ApiKeyStore::load(f.api_keys);
-    if (!k.ok()) return fail(k.message());
+    if (!k.ok()) return fail("serve", k.message());
     logs.keys.emplace(std::move(*k));
     api_options.keys = &*logs.keys;
     api_options.rate_limiter = &logs.rate_limiter;
@@ -235,7 +230,7 @@ int open_logs(const ServeFlags& f, ServeLogs& logs, server::ApiServiceOptions& a
     logs.access_log = std::make_unique<server::AccessLog>(stderr);
   } else if (!f.access_log.empty()) {
     Result<std::unique_ptr<server::AccessLog>> a = server::AccessLog::open(f.access_log);
-    if (!a.ok()) return fail(a.message());
+    if (!a.ok()) return fail("serve", a.message());
     logs.access_log = std::move(*a);
   }
   api_options.access_log = logs.access_log.get();
@@ -245,13 +240,13 @@ int open_logs(const ServeFlags& f, ServeLogs& logs, server::ApiServiceOptions& a
   }
   if (f.audit_log.empty()) return 0;
   Result<audit::Ed25519PrivateKey> key = audit::Ed25519PrivateKey::load(f.audit_key);
-  if (!key.ok()) return fail(key.message());
+  if (!key.ok()) return fail("serve", key.message());
   audit::AuditLogOptions ao;
   ao.checkpoint_every_entries = f.audit_every;
   ao.checkpoint_every_seconds = f.audit_seconds;
   ao.checkpoint_copy_path = f.audit_copy;
   Result<std::unique_ptr<audit::AuditLog>> a = audit::AuditLog::open(f.audit_log, std::move(*key), ao);
-  if (!a.ok()) return fail(a.message());
+  if (!a.ok()) return fail("serve", a.message());
   logs.audit = std::move(*a);
   if (logs.audit->recovery().dropped_tail)
     std::fprintf(stderr, "tokenhive serve: audit log: dropped a torn last record (%llu bytes) left by a crash\n",
@@ -458,17 +453,17 @@ int run_serve(int argc, char** argv) {
 
   // Every rank checks the flags the same way, so a refusal here is printed by each.
   if (f.tensor_parallel > 1 && f.host_kv_mib > 0)
-    return fail("--host-kv-mib: the host KV tier is not available with --tensor-parallel (swaps are not mirrored)");
+    return fail("serve", "--host-kv-mib: the host KV tier is not available with --tensor-parallel (swaps are not mirrored)");
   Result<std::string> path = resolve_model_path(f.model);
-  if (!path.ok()) return fail(path.message());
+  if (!path.ok()) return fail("serve", path.message());
   if (f.served_name.empty()) f.served_name = std::filesystem::path(*path).stem().string();
 
   // Signals first, so that a SIGTERM during the model load is a clean shutdown too.
   Result<http::ShutdownSignal> signal = http::ShutdownSignal::install();
-  if (!signal.ok()) return fail(signal.message());
+  if (!signal.ok()) return fail("serve", signal.message());
   // MPI after the signals: its threads inherit the blocked SIGTERM, so only the signalfd sees it.
   Result<std::unique_ptr<Communicator>> started = start_communicator(f.tensor_parallel);
-  if (!started.ok()) return fail(started.message());
+  if (!started.ok()) return fail("serve", started.message());
   Communicator& comm = **started;
   if (comm.rank() != 0)
     return run_follower(comm, {*path, f.key_file, f.threads, f.max_model_len, f.compute_types, f.default_compute_type,
@@ -496,34 +491,34 @@ int run_serve(int argc, char** argv) {
   http::HttpServer http(f.http);
   api.add_routes(http);
   server::add_web_ui_routes(http);
-  if (Status s = http.start(); !s.ok()) return fail(s.message());
+  if (Status s = http.start(); !s.ok()) return fail("serve", s.message());
   std::fprintf(stderr, "tokenhive serve: listening on http://%s:%d (loading %s)\n", f.http.host.c_str(), http.port(),
                path->c_str());
 
   Loaded L;
-  if (Status st = load_serving(f, *path, pin ? cpus : std::vector<int>(), metrics, comm, L); !st.ok()) return fail(st.message());
+  if (Status st = load_serving(f, *path, pin ? cpus : std::vector<int>(), metrics, comm, L); !st.ok()) return fail("serve", st.message());
   Result<std::unique_ptr<LlamaModel>> model = std::move(L.model);
   std::unique_ptr<Backend>& backend = L.backend;
   const ComputeType default_type = parse_compute_type(f.default_compute_type).value_or(ComputeType::Native);
   Result<EngineConfig> ec = engine_config(f, (*model)->config(), *L.tok);
-  if (!ec.ok()) return fail(ec.message());
+  if (!ec.ok()) return fail("serve", ec.message());
   f.max_num_seqs = ec->max_seqs;
   ec->default_compute_type = default_type;
   ec->alternate_compute_types = f.compute_type_steps == "alternating";
   if (!(*model)->has_compute_type(default_type))
-    return fail("--default-compute-type " + f.default_compute_type + ": " + (*model)->unavailable_reason(default_type));
+    return fail("serve", "--default-compute-type " + f.default_compute_type + ": " + (*model)->unavailable_reason(default_type));
   Result<std::unique_ptr<Engine>> engine = Engine::create(**model, *backend, *ec);
-  if (!engine.ok()) return fail(engine.message());
-  if (Status s = (*engine)->start(); !s.ok()) return fail(s.message());
-  if (Status s = run_warmup(f.warmup, **engine, *L.tok); !s.ok()) return fail(s.message());
-  if (Status s = report_rank_memory(**model, comm, metrics); !s.ok()) return fail(s.message());
+  if (!engine.ok()) return fail("serve", engine.message());
+  if (Status s = (*engine)->start(); !s.ok()) return fail("serve", s.message());
+  if (Status s = run_warmup(f.warmup, **engine, *L.tok); !s.ok()) return fail("serve", s.message());
+  if (Status s = report_rank_memory(**model, comm, metrics); !s.ok()) return fail("serve", s.message());
   // Registered before it takes work (routers see a cell that is not ready as draining): a
   // registration that fails (etcd unreachable) ends the process with no request in flight.
   // After attach, that exit stopped the engine under the requests it had, and each of their
   // streams ended as if complete (finish_reason "cancelled", then [DONE]): the soak
   // (scripts/soak.sh) counted such truncated outputs as successes.
   Result<std::unique_ptr<cluster::CellMembership>> membership = join_cluster(f, http.port());
-  if (!membership.ok()) return fail(membership.message());
+  if (!membership.ok()) return fail("serve", membership.message());
   api.attach(**engine, *L.tok, *L.chat, embedding_pooling(f.pooling, *L.file));
   announce_ready(f, *path, ec->kv.primary_blocks, (*engine)->max_model_len());
 
@@ -543,7 +538,7 @@ int run_serve(int argc, char** argv) {
                                                                               deadline - std::chrono::steady_clock::now())));
   api.stop();
   (*engine)->stop();
-  if (Status s = (*model)->stop_followers(); !s.ok()) return fail(s.message());
+  if (Status s = (*model)->stop_followers(); !s.ok()) return fail("serve", s.message());
   job.finished();
   if (logs.audit) {
     if (Status s = logs.audit->close(); !s.ok()) std::fprintf(stderr, "tokenhive serve: audit log: %s\n", s.message().c_str());

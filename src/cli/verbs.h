@@ -2,7 +2,13 @@
 // returns the process exit code.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 namespace th::cli {
+
+/// Prints "tokenhive <verb>: <message>" on stderr and returns 1, a failed verb's exit code.
+int fail(std::string_view verb, const std::string& message);
 
 int run_generate(int argc, char** argv);
 int run_mkmodel(int argc, char** argv);

@@ -10,6 +10,7 @@
 #include "kv/kv_cache.h"
 #include "format/gguf.h"
 #include "model/llama_model.h"
+#include "test_numeric.h"
 #include "test_util.h"
 
 namespace th {
@@ -22,12 +23,7 @@ std::vector<int32_t> reference_ids() {
   return ids;
 }
 
-int32_t argmax(const float* v, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (v[i] > v[best]) best = static_cast<int32_t>(i);
-  return best;
-}
+using test::argmax;
 
 // Which backend a test runs on: the reference, or the fast CPU backend at a thread
 // count and ISA.

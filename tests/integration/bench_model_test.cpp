@@ -20,7 +20,7 @@ using Json = nlohmann::json;
 using test::ProcessResult;
 using test::run_process;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 

@@ -20,7 +20,7 @@
 namespace th {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;  // keys in insertion order, as the templates see them
 
 std::string read_template(const std::string& file) {
   std::string s = test::slurp(test::source_path("tests/data/chat_templates/" + file));
@@ -35,7 +35,7 @@ struct Rendered {
 
 // Renders all `cases` (objects as render_chat_template.mjs reads them) with
 // the reference, in one node process.
-std::vector<Rendered> reference(const json& cases) {
+std::vector<Rendered> reference(const ojson& cases) {
   const std::string pkg = test::source_path("node_modules/@huggingface/jinja/package.json");
   if (!std::filesystem::exists(pkg)) {
     ADD_FAILURE() << "the reference renderer is not installed (" << pkg << "): run scripts/setup.sh";
@@ -58,7 +58,7 @@ std::vector<Rendered> reference(const json& cases) {
     return {};
   }
   std::vector<Rendered> out;
-  for (const json& x : json::parse(r.out)) {
+  for (const ojson& x : ojson::parse(r.out)) {
     Rendered d;
     d.ok = x.at("ok").get<bool>();
     d.text = d.ok ? x.at("output").get<std::string>() : x.at("error").get<std::string>();
@@ -68,7 +68,7 @@ std::vector<Rendered> reference(const json& cases) {
   return out;
 }
 
-Rendered ours(const json& c) {
+Rendered ours(const ojson& c) {
   Rendered d;
   Result<ChatTemplate> t = ChatTemplate::parse(c.at("template").get<std::string>());
   if (!t.ok()) {
@@ -77,7 +77,7 @@ Rendered ours(const json& c) {
   }
   Result<std::string> r = t->render_json(c.at("messages"), c.at("add_generation_prompt").get<bool>(),
                                          c.at("bos_token").get<std::string>(), c.at("eos_token").get<std::string>(),
-                                         c.contains("extra") ? c.at("extra") : json::object());
+                                         c.contains("extra") ? c.at("extra") : ojson::object());
   d.ok = r.ok();
   d.text = r.ok() ? r.value() : r.message();
   return d;
@@ -88,7 +88,7 @@ struct Tally {
 };
 
 // Compares ours with the reference on every case; `names[i]` labels case i.
-Tally compare_all(const json& cases, const std::vector<std::string>& names) {
+Tally compare_all(const ojson& cases, const std::vector<std::string>& names) {
   Tally t;
   const std::vector<Rendered> want = reference(cases);
   if (want.size() != cases.size()) return t;
@@ -117,31 +117,31 @@ Tally compare_all(const json& cases, const std::vector<std::string>& names) {
   return t;
 }
 
-json msg(const char* role, const char* content) { return json{{"role", role}, {"content", content}}; }
+ojson msg(const char* role, const char* content) { return ojson{{"role", role}, {"content", content}}; }
 
 // The conversations every template is rendered with.
-std::vector<std::pair<std::string, json>> conversations() {
-  std::vector<std::pair<std::string, json>> c;
-  c.emplace_back("system_user", json::array({msg("system", "You are a helpful assistant."), msg("user", "Hello!")}));
-  c.emplace_back("multi_turn", json::array({msg("system", "Be brief."), msg("user", "Hi"),
+std::vector<std::pair<std::string, ojson>> conversations() {
+  std::vector<std::pair<std::string, ojson>> c;
+  c.emplace_back("system_user", ojson::array({msg("system", "You are a helpful assistant."), msg("user", "Hello!")}));
+  c.emplace_back("multi_turn", ojson::array({msg("system", "Be brief."), msg("user", "Hi"),
                                             msg("assistant", " Hello! How can I help? "), msg("user", "What is 2+2?"),
                                             msg("assistant", "4"), msg("user", "Thanks")}));
-  c.emplace_back("no_system", json::array({msg("user", "Hi"), msg("assistant", "Hello."), msg("user", "Bye")}));
-  c.emplace_back("user_only", json::array({msg("user", "Just one message")}));
-  c.emplace_back("unicode", json::array({msg("system", "Réponds en français 🇫🇷"),
+  c.emplace_back("no_system", ojson::array({msg("user", "Hi"), msg("assistant", "Hello."), msg("user", "Bye")}));
+  c.emplace_back("user_only", ojson::array({msg("user", "Just one message")}));
+  c.emplace_back("unicode", ojson::array({msg("system", "Réponds en français 🇫🇷"),
                                          msg("user", "こんにちは 世界 — ½ ☃ 𝄞 \u00a0nbsp\u00a0"),
                                          msg("assistant", "مرحبا بالعالم 👋🏽"), msg("user", "e\u0301 combining")}));
-  c.emplace_back("empty_content", json::array({msg("system", ""), msg("user", ""), msg("assistant", ""), msg("user", "")}));
-  c.emplace_back("whitespace", json::array({msg("user", "  padded  "), msg("assistant", "\n\nline\n"), msg("user", "\ttab\t")}));
-  c.emplace_back("ends_with_assistant", json::array({msg("user", "Q"), msg("assistant", "A")}));
-  c.emplace_back("bad_alternation", json::array({msg("user", "one"), msg("user", "two")}));
-  c.emplace_back("system_only", json::array({msg("system", "only system")}));
+  c.emplace_back("empty_content", ojson::array({msg("system", ""), msg("user", ""), msg("assistant", ""), msg("user", "")}));
+  c.emplace_back("whitespace", ojson::array({msg("user", "  padded  "), msg("assistant", "\n\nline\n"), msg("user", "\ttab\t")}));
+  c.emplace_back("ends_with_assistant", ojson::array({msg("user", "Q"), msg("assistant", "A")}));
+  c.emplace_back("bad_alternation", ojson::array({msg("user", "one"), msg("user", "two")}));
+  c.emplace_back("system_only", ojson::array({msg("system", "only system")}));
   c.emplace_back("template_like_text",
-                 json::array({msg("user", "{{ not a tag }} {% if %} <|im_end|> </s> [INST] \\n \"q\" 'q'")}));
-  json long_conv = json::array();
+                 ojson::array({msg("user", "{{ not a tag }} {% if %} <|im_end|> </s> [INST] \\n \"q\" 'q'")}));
+  ojson long_conv = ojson::array();
   for (int i = 0; i < 40; ++i) long_conv.push_back(msg(i % 2 ? "assistant" : "user", ("turn " + std::to_string(i)).c_str()));
   c.emplace_back("forty_turns", long_conv);
-  c.emplace_back("no_messages", json::array());
+  c.emplace_back("no_messages", ojson::array());
   return c;
 }
 
@@ -172,11 +172,11 @@ class ChatTemplateVsReference : public ::testing::TestWithParam<TemplateUnderTes
 TEST_P(ChatTemplateVsReference, RendersIdentically) {
   const TemplateUnderTest& t = GetParam();
   const std::string source = std::string(t.file) == "(chatml fallback)" ? ChatTemplate::chatml_source() : read_template(t.file);
-  json cases = json::array();
+  ojson cases = ojson::array();
   std::vector<std::string> names;
   for (const auto& [name, messages] : conversations()) {
     for (bool agp : {true, false}) {
-      cases.push_back(json{{"template", source}, {"messages", messages}, {"add_generation_prompt", agp},
+      cases.push_back(ojson{{"template", source}, {"messages", messages}, {"add_generation_prompt", agp},
                            {"bos_token", t.bos}, {"eos_token", t.eos}});
       names.push_back(name + (agp ? " +generation prompt" : ""));
     }
@@ -212,11 +212,11 @@ TEST(ChatTemplateVsReference, AlternationErrorsAreRaised) {
 
 // Tool calling, with the templates that support it.
 TEST(ChatTemplateVsReference, ToolCalls) {
-  const json tools = json::parse(R"([{"type": "function", "function": {
+  const ojson tools = ojson::parse(R"([{"type": "function", "function": {
       "name": "get_weather", "description": "Get the weather in a city",
       "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city"},
                      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}])");
-  const json llama_turns = json::parse(R"([
+  const ojson llama_turns = ojson::parse(R"([
       {"role": "system", "content": "You can call tools."},
       {"role": "user", "content": "Weather in Oslo?"},
       {"role": "assistant", "content": null, "tool_calls": [{"type": "function",
@@ -224,33 +224,33 @@ TEST(ChatTemplateVsReference, ToolCalls) {
       {"role": "tool", "content": "{\"temp\": 3}"},
       {"role": "assistant", "content": "It is 3 degrees."},
       {"role": "user", "content": "Thanks"}])");
-  const json mistral_turns = json::parse(R"([
+  const ojson mistral_turns = ojson::parse(R"([
       {"role": "user", "content": "Weather in Oslo?"},
       {"role": "assistant", "content": null, "tool_calls": [{"id": "abcdefghi", "type": "function",
           "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
       {"role": "tool", "tool_call_id": "abcdefghi", "content": "{\"temp\": 3}"},
       {"role": "assistant", "content": "It is 3 degrees."},
       {"role": "user", "content": "Thanks"}])");
-  json bad_id = mistral_turns;
+  ojson bad_id = mistral_turns;
   bad_id[1]["tool_calls"][0]["id"] = "short";
-  json cases = json::array();
+  ojson cases = ojson::array();
   std::vector<std::string> names;
-  auto add = [&](const std::string& name, const char* file, const json& messages, const json& extra) {
+  auto add = [&](const std::string& name, const char* file, const ojson& messages, const ojson& extra) {
     for (bool agp : {true, false}) {
-      cases.push_back(json{{"template", read_template(file)}, {"messages", messages}, {"add_generation_prompt", agp},
+      cases.push_back(ojson{{"template", read_template(file)}, {"messages", messages}, {"add_generation_prompt", agp},
                            {"bos_token", "<s>"}, {"eos_token", "</s>"}, {"extra", extra}});
       names.push_back(name + (agp ? " +generation prompt" : ""));
     }
   };
-  add("llama3.1 tools in user message", "llama3.1-instruct.jinja", llama_turns, json{{"tools", tools}});
+  add("llama3.1 tools in user message", "llama3.1-instruct.jinja", llama_turns, ojson{{"tools", tools}});
   add("llama3.1 tools in system message", "llama3.1-instruct.jinja", llama_turns,
-      json{{"tools", tools}, {"tools_in_user_message", false}, {"date_string", "01 Jan 2025"}});
-  add("llama3.1 tool turns without tools", "llama3.1-instruct.jinja", llama_turns, json::object());
-  add("mistral v0.3 tools", "mistral-instruct-v0.3.jinja", mistral_turns, json{{"tools", tools}});
-  add("mistral v0.3 tool call id of the wrong length", "mistral-instruct-v0.3.jinja", bad_id, json{{"tools", tools}});
+      ojson{{"tools", tools}, {"tools_in_user_message", false}, {"date_string", "01 Jan 2025"}});
+  add("llama3.1 tool turns without tools", "llama3.1-instruct.jinja", llama_turns, ojson::object());
+  add("mistral v0.3 tools", "mistral-instruct-v0.3.jinja", mistral_turns, ojson{{"tools", tools}});
+  add("mistral v0.3 tool call id of the wrong length", "mistral-instruct-v0.3.jinja", bad_id, ojson{{"tools", tools}});
   // Hermes-style (Qwen 2.5, Qwen 3): calls back as <tool_call> blocks, results as <tool_response>,
   // parallel calls, and Qwen 3's enable_thinking as a chat_template_kwargs variable.
-  const json qwen_turns = json::parse(R"([
+  const ojson qwen_turns = ojson::parse(R"([
       {"role": "system", "content": "You can call tools."},
       {"role": "user", "content": "Weather in Oslo and Rome?"},
       {"role": "assistant", "content": "", "tool_calls": [
@@ -260,16 +260,16 @@ TEST(ChatTemplateVsReference, ToolCalls) {
       {"role": "tool", "tool_call_id": "call_2", "content": "{\"temp\": 18}"},
       {"role": "assistant", "content": "Oslo 3, Rome 18."},
       {"role": "user", "content": "Thanks"}])");
-  json no_system = qwen_turns;
+  ojson no_system = qwen_turns;
   no_system.erase(0);
   for (const char* file : {"qwen2.5-instruct.jinja", "qwen3.jinja"}) {
     const std::string f = file;
-    add(f + " tools", file, qwen_turns, json{{"tools", tools}});
-    add(f + " tools, no system message", file, no_system, json{{"tools", tools}});
-    add(f + " tool turns without tools", file, qwen_turns, json::object());
+    add(f + " tools", file, qwen_turns, ojson{{"tools", tools}});
+    add(f + " tools, no system message", file, no_system, ojson{{"tools", tools}});
+    add(f + " tool turns without tools", file, qwen_turns, ojson::object());
   }
-  add("qwen3 enable_thinking false", "qwen3.jinja", qwen_turns, json{{"tools", tools}, {"enable_thinking", false}});
-  add("qwen3 enable_thinking true", "qwen3.jinja", qwen_turns, json{{"enable_thinking", true}});
+  add("qwen3 enable_thinking false", "qwen3.jinja", qwen_turns, ojson{{"tools", tools}, {"enable_thinking", false}});
+  add("qwen3 enable_thinking true", "qwen3.jinja", qwen_turns, ojson{{"enable_thinking", true}});
   const Tally tally = compare_all(cases, names);
   std::cout << "[ reference ] tool calls: " << tally.identical << " identical renders, " << tally.both_refuse
             << " refused by both, of " << cases.size() << "\n";
@@ -328,11 +328,11 @@ TEST(ChatTemplateVsReference, EngineFeatures) {
       "{{ messages|map(attribute='role')|map('upper')|join(',') if false else messages|map(attribute='role')|join(',') }}",
       "{% if not messages %}none{% elif messages|length == 1 %}one{% else %}many{% endif %}",
   };
-  json cases = json::array();
+  ojson cases = ojson::array();
   std::vector<std::string> names;
-  const json messages = json::array({msg("system", " sys "), msg("user", "hi"), msg("assistant", "yo")});
+  const ojson messages = ojson::array({msg("system", " sys "), msg("user", "hi"), msg("assistant", "yo")});
   for (const char* s : kSnippets) {
-    cases.push_back(json{{"template", s}, {"messages", messages}, {"add_generation_prompt", true},
+    cases.push_back(ojson{{"template", s}, {"messages", messages}, {"add_generation_prompt", true},
                          {"bos_token", "<s>"}, {"eos_token", "</s>"}});
     names.push_back(s);
   }
@@ -415,12 +415,12 @@ class TemplateGenerator {
 
 TEST(ChatTemplateVsReference, RandomTemplates) {
   TemplateGenerator gen(20261130);
-  const json messages = json::array({msg("system", " s "), msg("user", "u,a"), msg("assistant", "")});
-  json cases = json::array();
+  const ojson messages = ojson::array({msg("system", " s "), msg("user", "u,a"), msg("assistant", "")});
+  ojson cases = ojson::array();
   std::vector<std::string> sources;
   for (int i = 0; i < 600; ++i) {
     sources.push_back(gen.make());
-    cases.push_back(json{{"template", sources.back()}, {"messages", messages}, {"add_generation_prompt", true},
+    cases.push_back(ojson{{"template", sources.back()}, {"messages", messages}, {"add_generation_prompt", true},
                          {"bos_token", "<s>"}, {"eos_token", "</s>"}});
   }
   const std::vector<Rendered> want = reference(cases);

@@ -36,7 +36,7 @@ namespace {
 using nlohmann::json;
 using test::ServeProcess;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 bool executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
 
 TEST(Deploy, SystemdUnitsVerify) {

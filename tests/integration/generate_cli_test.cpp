@@ -18,10 +18,10 @@ namespace {
 using test::ProcessResult;
 using test::run_process;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
 // The last line of stderr must be a rate line; no line of stdout may be noise.
-int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int line_count(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
 TEST(GenerateCli, GreedyFromBosPrintsTheReferenceText) {
   ProcessResult r = run_process({test::binary_path(), "generate", "-m", stories(), "-p", "", "--temp", "0", "-n", "256"});
@@ -129,7 +129,7 @@ TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {
     std::ofstream(path, std::ios::binary) << c.bytes;
     ProcessResult r = run_process({test::binary_path(), "generate", "-m", path, "-n", "4"}, 30);
     EXPECT_EQ(r.exit_code, 1) << c.name << ": " << r.err;
-    EXPECT_EQ(count_lines(r.err), 1) << c.name << ": " << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << c.name << ": " << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.name << ": " << r.err;
     ::unlink(path.c_str());
   }

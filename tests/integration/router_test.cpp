@@ -38,9 +38,9 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using test::ServeProcess;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
-std::vector<std::string> cell_args(std::vector<std::string> extra = {}) {
+std::vector<std::string> router_cell_args(std::vector<std::string> extra = {}) {
   std::vector<std::string> a = {"-m", stories(), "-t", "1", "--kv-cache-mib", "32", "--access-log", "", "--shutdown-timeout", "30"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
@@ -180,7 +180,7 @@ TEST(RouterChaos, KillOneCellThenHangAnotherMidStreamAndEveryStreamFinishesExact
   std::vector<std::unique_ptr<ServeProcess>> cells;
   std::vector<std::string> router_args = {"--workers", "128"};
   for (int i = 0; i < 3; ++i) {
-    cells.push_back(std::make_unique<ServeProcess>(cell_args()));
+    cells.push_back(std::make_unique<ServeProcess>(router_cell_args()));
     ASSERT_TRUE(cells.back()->ok()) << cells.back()->log();
     router_args.push_back("--cell");
     router_args.push_back(cells.back()->url());
@@ -279,8 +279,8 @@ TEST(RouterBasics, RoutesJoinsLeavesAndPassesErrorsThrough) {
   EXPECT_EQ(rc->request("GET", "/ready")->status, 503);
   EXPECT_EQ(rc->request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})")->status, 503);
 
-  ServeProcess a(cell_args({"--join", router.url()}));
-  ServeProcess b(cell_args({"--join", router.url()}));
+  ServeProcess a(router_cell_args({"--join", router.url()}));
+  ServeProcess b(router_cell_args({"--join", router.url()}));
   ASSERT_TRUE(a.ok() && b.ok()) << a.log() << b.log();
   ASSERT_TRUE(wait_state(*rc, a.url(), "alive"));
   ASSERT_TRUE(wait_state(*rc, b.url(), "alive"));
@@ -352,7 +352,7 @@ TEST(RouterRollingRestart, EveryCellRestartedUnderLoadWithNoFailedRequest) {
   auto rc = client_for(router.url());
   std::vector<std::unique_ptr<ServeProcess>> cells;
   for (int i = 0; i < 3; ++i) {
-    cells.push_back(std::make_unique<ServeProcess>(cell_args({"--join", router.url()})));
+    cells.push_back(std::make_unique<ServeProcess>(router_cell_args({"--join", router.url()})));
     ASSERT_TRUE(cells.back()->ok()) << cells.back()->log();
     ASSERT_TRUE(wait_state(*rc, cells.back()->url(), "alive"));
   }
@@ -402,7 +402,7 @@ TEST(RouterRollingRestart, EveryCellRestartedUnderLoadWithNoFailedRequest) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const std::string old_url = cells[i]->url();
     EXPECT_EQ(cells[i]->stop(SIGTERM, 60), 0) << cells[i]->log();
-    cells[i] = std::make_unique<ServeProcess>(cell_args({"--join", router.url()}));
+    cells[i] = std::make_unique<ServeProcess>(router_cell_args({"--join", router.url()}));
     ASSERT_TRUE(cells[i]->ok()) << cells[i]->log();
     ASSERT_TRUE(wait_state(*rc, cells[i]->url(), "alive"));
   }
@@ -426,8 +426,8 @@ TEST(RouterEtcd, TwoRoutersShareCellsAndLosingARouterLosesNoRegistration) {
   auto a = std::make_unique<ServeProcess>("router", std::vector<std::string>{"--discovery", discovery}, 30);
   ServeProcess b("router", {"--discovery", discovery}, 30);
   ASSERT_TRUE(a->ok() && b.ok()) << a->log() << b.log();
-  ServeProcess x(cell_args({"--join", a->url()}));          // through router A
-  ServeProcess y(cell_args({"--discovery", discovery}));    // on etcd directly
+  ServeProcess x(router_cell_args({"--join", a->url()}));          // through router A
+  ServeProcess y(router_cell_args({"--discovery", discovery}));    // on etcd directly
   ASSERT_TRUE(x.ok() && y.ok()) << x.log() << y.log();
   auto ac = client_for(a->url());
   auto bc = client_for(b.url());
@@ -476,7 +476,7 @@ std::string deep_body(size_t depth) {
 }
 
 TEST(RouterHardening, ADeepBodyIsA400AndTheRouterKeepsServing) {
-  ServeProcess cell(cell_args());
+  ServeProcess cell(router_cell_args());
   ASSERT_TRUE(cell.ok()) << cell.log();
   ServeProcess router("router", {"--cell", cell.url()}, 30);
   ASSERT_TRUE(router.ok()) << router.log();
@@ -599,7 +599,7 @@ std::string prompt_for(const std::string& want, const std::string& other, int fr
 }
 
 TEST(RouterHardening, ACellThatAnswersBadlyFailsAndTheRequestEndsOnARealCell) {
-  ServeProcess real(cell_args());
+  ServeProcess real(router_cell_args());
   ASSERT_TRUE(real.ok()) << real.log();
   for (FakeCell::Mode mode : {FakeCell::Mode::kDeepChunk, FakeCell::Mode::kStatus999, FakeCell::Mode::kNotJson}) {
     SCOPED_TRACE(static_cast<int>(mode));
@@ -686,7 +686,7 @@ Choices stream_choices(client::HttpClient& c, const std::string& path, const jso
 // goes on alone on the other cell, token-identical, with its logprobs (no gap: every token's
 // went out with the token) and text offsets, and the router's usage chunk is the cell's.
 TEST(RouterMigration, SeveralChoicesMoveOneByOneWhenTheirCellDies) {
-  ServeProcess a(cell_args()), b(cell_args());
+  ServeProcess a(router_cell_args()), b(router_cell_args());
   ASSERT_TRUE(a.ok()) << a.log();
   ASSERT_TRUE(b.ok()) << b.log();
   ServeProcess router("router", {"--cell", a.url(), "--cell", b.url()}, 30);
@@ -735,7 +735,7 @@ TEST(RouterMigration, SeveralChoicesMoveOneByOneWhenTheirCellDies) {
 
 // Chat with n = 3: the role chunk once per choice across the move.
 TEST(RouterMigration, ChatChoicesMoveAndKeepOneRoleChunkEach) {
-  ServeProcess a(cell_args()), b(cell_args());
+  ServeProcess a(router_cell_args()), b(router_cell_args());
   ASSERT_TRUE(a.ok()) << a.log();
   ASSERT_TRUE(b.ok()) << b.log();
   ServeProcess router("router", {"--cell", a.url(), "--cell", b.url()}, 30);
@@ -793,7 +793,7 @@ TEST(RouterMigration, TheUsageChunkIsRebuiltWhenTheCellDiesAfterTheFinish) {
 TEST(RouterHardening, ACellsRateLimitReachesTheClientWithItsRetryAfter) {
   FakeCell limited(FakeCell::Mode::kRateLimited);
   ASSERT_TRUE(limited.ok());
-  ServeProcess real(cell_args());
+  ServeProcess real(router_cell_args());
   ASSERT_TRUE(real.ok()) << real.log();
   ServeProcess router("router", {"--cell", limited.url(), "--cell", real.url()}, 30);
   ASSERT_TRUE(router.ok()) << router.log();

@@ -34,7 +34,7 @@ using test::request;
 using test::ServeProcess;
 using test::TestConnection;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
 std::string reference_text() {
   std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
@@ -306,14 +306,14 @@ TEST_F(ServeApi, NativeGenerateTakesTokenIdsAndReturnsThem) {
 }
 
 // A stream's text and token ids, with the prompt's ids from its first chunk.
-struct Streamed {
+struct StreamedIds {
   std::string text;
   std::vector<int32_t> ids, prompt_ids;
   std::string finish;
   int roles = 0;
 };
-Streamed read_stream(const HttpReply& r, bool chat) {
-  Streamed s;
+StreamedIds read_stream(const HttpReply& r, bool chat) {
+  StreamedIds s;
   for (const std::string& e : sse_data(r.body)) {
     if (e == "[DONE]") continue;
     json c = json::parse(e);
@@ -348,7 +348,7 @@ TEST_F(ServeApi, ContinuationResumesAStreamExactlyFromAnyToken) {
     }
     HttpReply whole_r = post(port(), path, body);
     ASSERT_EQ(whole_r.status, 200) << whole_r.body;
-    const Streamed whole = read_stream(whole_r, chat);
+    const StreamedIds whole = read_stream(whole_r, chat);
     ASSERT_EQ(whole.ids.size(), 40u);
     ASSERT_FALSE(whole.prompt_ids.empty());
     EXPECT_EQ(whole.finish, "length");
@@ -365,7 +365,7 @@ TEST_F(ServeApi, ContinuationResumesAStreamExactlyFromAnyToken) {
                                 {"text_bytes", head.size()}};
       HttpReply r = post(port(), path, resume);
       ASSERT_EQ(r.status, 200) << r.body;
-      const Streamed rest = read_stream(r, chat);
+      const StreamedIds rest = read_stream(r, chat);
       EXPECT_EQ(rest.roles, 0);  // no second role chunk
       EXPECT_TRUE(rest.prompt_ids.empty());
       EXPECT_EQ(std::vector<int32_t>(whole.ids.begin() + static_cast<long>(k), whole.ids.end()), rest.ids);
@@ -376,7 +376,7 @@ TEST_F(ServeApi, ContinuationResumesAStreamExactlyFromAnyToken) {
   // A stop string across the cut: the resumed stream still ends on it.
   json body = {{"prompt", ""}, {"max_tokens", 60}, {"temperature", 0}, {"seed", 1}, {"stream", true},
                {"return_token_ids", true}, {"stop", " named"}};
-  const Streamed whole = read_stream(post(port(), "/v1/completions", body), false);
+  const StreamedIds whole = read_stream(post(port(), "/v1/completions", body), false);
   ASSERT_EQ(whole.finish, "stop");
   ASSERT_GE(whole.ids.size(), 3u);
   const size_t k = whole.ids.size() - 1;  // the stop's first token already generated, its text held back
@@ -389,7 +389,7 @@ TEST_F(ServeApi, ContinuationResumesAStreamExactlyFromAnyToken) {
   resume["continuation"] = {{"prompt_token_ids", whole.prompt_ids},
                             {"token_ids", std::vector<int32_t>(whole.ids.begin(), whole.ids.begin() + static_cast<long>(k))},
                             {"text_bytes", have}};
-  const Streamed rest = read_stream(post(port(), "/v1/completions", resume), false);
+  const StreamedIds rest = read_stream(post(port(), "/v1/completions", resume), false);
   EXPECT_EQ(whole.text.substr(0, have) + rest.text, whole.text);
   EXPECT_EQ(rest.finish, "stop");
   // Bad continuations are 400s that name the field.

@@ -39,7 +39,7 @@ using test::request;
 using test::ServeProcess;
 using test::TestConnection;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
 // /health as llama-server's: 200 while serving, 503 while draining (and while loading:
 // ServeLimits.NotReadyIs503 holds an ApiService that has no model yet).
@@ -278,7 +278,7 @@ TEST(ServeConventions, CorsStarAllowsEveryOrigin) {
   EXPECT_EQ(none.header("access-control-allow-origin"), "");
 }
 
-HttpReply post(int port, const std::string& path, const json& body, const std::string& headers = "") {
+HttpReply post_json(int port, const std::string& path, const json& body, const std::string& headers = "") {
   return request(port, "POST", path, body.dump(), headers);
 }
 
@@ -286,32 +286,32 @@ HttpReply post(int port, const std::string& path, const json& body, const std::s
 TEST(ServeConventions, TokenizeAndDetokenizeInBothShapes) {
   ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64"});
   ASSERT_TRUE(s.ok()) << s.log();
-  HttpReply v = post(s.port(), "/tokenize", {{"prompt", "Once upon a time"}});
+  HttpReply v = post_json(s.port(), "/tokenize", {{"prompt", "Once upon a time"}});
   ASSERT_EQ(v.status, 200) << v.body;
   json vj = json::parse(v.body);
   ASSERT_TRUE(vj["tokens"].is_array());
   EXPECT_EQ(vj["count"], vj["tokens"].size());
   EXPECT_GT(vj["max_model_len"].get<int>(), 0);
   // vLLM adds special tokens by default, llama-server's "content" does not: one BOS apart.
-  HttpReply l = post(s.port(), "/tokenize", {{"content", "Once upon a time"}});
+  HttpReply l = post_json(s.port(), "/tokenize", {{"content", "Once upon a time"}});
   ASSERT_EQ(l.status, 200) << l.body;
   json lj = json::parse(l.body);
   EXPECT_EQ(lj["tokens"].size() + 1, vj["tokens"].size());
-  HttpReply nos = post(s.port(), "/tokenize", {{"prompt", "Once upon a time"}, {"add_special_tokens", false}});
+  HttpReply nos = post_json(s.port(), "/tokenize", {{"prompt", "Once upon a time"}, {"add_special_tokens", false}});
   EXPECT_EQ(json::parse(nos.body)["tokens"], lj["tokens"]);
-  HttpReply pieces = post(s.port(), "/tokenize", {{"content", "Once"}, {"with_pieces", true}});
+  HttpReply pieces = post_json(s.port(), "/tokenize", {{"content", "Once"}, {"with_pieces", true}});
   ASSERT_EQ(pieces.status, 200) << pieces.body;
   EXPECT_TRUE(json::parse(pieces.body)["tokens"][0].contains("piece")) << pieces.body;
 
   // The same count as the chat completion's usage.
   const json messages = {{{"role", "user"}, {"content", "Hello there"}}};
-  HttpReply chat = post(s.port(), "/tokenize", {{"messages", messages}});
+  HttpReply chat = post_json(s.port(), "/tokenize", {{"messages", messages}});
   ASSERT_EQ(chat.status, 200) << chat.body;
-  HttpReply done = post(s.port(), "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}});
+  HttpReply done = post_json(s.port(), "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}});
   ASSERT_EQ(done.status, 200) << done.body;
   EXPECT_EQ(json::parse(chat.body)["count"], json::parse(done.body)["usage"]["prompt_tokens"]);
 
-  HttpReply d = post(s.port(), "/detokenize", {{"tokens", lj["tokens"]}});
+  HttpReply d = post_json(s.port(), "/detokenize", {{"tokens", lj["tokens"]}});
   ASSERT_EQ(d.status, 200) << d.body;
   json dj = json::parse(d.body);
   // SentencePiece's leading space stays (no BOS before it), as llama-server's pieces join.
@@ -337,13 +337,13 @@ TEST(ServeConventions, TokenizeAndDetokenizeInBothShapes) {
            {"/tokenize", {{"prompt", "a"}, {"chat_template_kwargs", json::object()}}, "chat_template_kwargs"},
            {"/tokenize", {{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}, "messages[0].role"},
        }) {
-    HttpReply r = post(s.port(), b.path, b.body);
+    HttpReply r = post_json(s.port(), b.path, b.body);
     EXPECT_EQ(r.status, 400) << b.path << " " << b.body.dump() << ": " << r.body;
     if (r.status == 400) {
       EXPECT_EQ(json::parse(r.body)["error"]["param"], b.param) << b.body.dump() << ": " << r.body;
     }
   }
-  EXPECT_EQ(post(s.port(), "/tokenize", {{"prompt", "a"}, {"model", "other"}}).status, 404);
+  EXPECT_EQ(post_json(s.port(), "/tokenize", {{"prompt", "a"}, {"model", "other"}}).status, 404);
 }
 
 // Keys apply as on the other endpoints.
@@ -355,10 +355,10 @@ TEST(ServeConventions, TokenizeNeedsAKeyWhenKeysAreOn) {
   }
   ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--api-keys", keys});
   ASSERT_TRUE(s.ok()) << s.log();
-  EXPECT_EQ(post(s.port(), "/tokenize", {{"prompt", "a"}}).status, 401);
-  EXPECT_EQ(post(s.port(), "/detokenize", {{"tokens", {1}}}).status, 401);
-  EXPECT_EQ(post(s.port(), "/tokenize", {{"prompt", "a"}}, "Authorization: Bearer sk-conventions-0001\r\n").status, 200);
-  EXPECT_EQ(post(s.port(), "/detokenize", {{"tokens", {1}}}, "Authorization: Bearer sk-conventions-0001\r\n").status, 200);
+  EXPECT_EQ(post_json(s.port(), "/tokenize", {{"prompt", "a"}}).status, 401);
+  EXPECT_EQ(post_json(s.port(), "/detokenize", {{"tokens", {1}}}).status, 401);
+  EXPECT_EQ(post_json(s.port(), "/tokenize", {{"prompt", "a"}}, "Authorization: Bearer sk-conventions-0001\r\n").status, 200);
+  EXPECT_EQ(post_json(s.port(), "/detokenize", {{"tokens", {1}}}, "Authorization: Bearer sk-conventions-0001\r\n").status, 200);
   ::unlink(keys.c_str());
 }
 
@@ -366,11 +366,11 @@ TEST(ServeConventions, TokenizeNeedsAKeyWhenKeysAreOn) {
 TEST(ServeConventions, NPredictAndIncludeStopStrInOutput) {
   ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64"});
   ASSERT_TRUE(s.ok()) << s.log();
-  HttpReply n = post(s.port(), "/v1/completions", {{"prompt", "Once"}, {"n_predict", 3}, {"ignore_eos", true}});
+  HttpReply n = post_json(s.port(), "/v1/completions", {{"prompt", "Once"}, {"n_predict", 3}, {"ignore_eos", true}});
   ASSERT_EQ(n.status, 200) << n.body;
   EXPECT_EQ(json::parse(n.body)["usage"]["completion_tokens"], 3);
   const json greedy = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
-  HttpReply full = post(s.port(), "/v1/completions", greedy);
+  HttpReply full = post_json(s.port(), "/v1/completions", greedy);
   ASSERT_EQ(full.status, 200) << full.body;
   const std::string text = json::parse(full.body)["choices"][0]["text"];
   ASSERT_GT(text.size(), 12u);
@@ -378,13 +378,13 @@ TEST(ServeConventions, NPredictAndIncludeStopStrInOutput) {
   const size_t at = text.find(stop);
   json with = greedy;
   with["stop"] = json::array({stop});
-  HttpReply cut = post(s.port(), "/v1/completions", with);
+  HttpReply cut = post_json(s.port(), "/v1/completions", with);
   EXPECT_EQ(json::parse(cut.body)["choices"][0]["text"], text.substr(0, at)) << cut.body;
   with["include_stop_str_in_output"] = true;
-  HttpReply kept = post(s.port(), "/v1/completions", with);
+  HttpReply kept = post_json(s.port(), "/v1/completions", with);
   EXPECT_EQ(json::parse(kept.body)["choices"][0]["text"], text.substr(0, at + stop.size())) << kept.body;
   EXPECT_EQ(json::parse(kept.body)["choices"][0]["finish_reason"], "stop");
-  HttpReply constrained = post(s.port(), "/v1/completions", {{"prompt", "x"}, {"grammar", "root ::= \"a\""}});
+  HttpReply constrained = post_json(s.port(), "/v1/completions", {{"prompt", "x"}, {"grammar", "root ::= \"a\""}});
   ASSERT_EQ(constrained.status, 200) << constrained.body;
   EXPECT_EQ(json::parse(constrained.body)["choices"][0]["text"], "a");
   EXPECT_EQ(json::parse(constrained.body)["choices"][0]["finish_reason"], "stop");
@@ -420,28 +420,28 @@ TEST(ServeConventions, ChatTemplateFileKwargsAndMinTokens) {
   ServeProcess s({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--chat-template", file});
   ASSERT_TRUE(s.ok()) << s.log();
   const json chat = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}}, {"max_tokens", 1}};
-  HttpReply plain = post(s.port(), "/v1/chat/completions", chat);
+  HttpReply plain = post_json(s.port(), "/v1/chat/completions", chat);
   ASSERT_EQ(plain.status, 200) << plain.body;
   json with = chat;
   with["chat_template_kwargs"] = {{"padded", true}};
-  HttpReply padded = post(s.port(), "/v1/chat/completions", with);
+  HttpReply padded = post_json(s.port(), "/v1/chat/completions", with);
   ASSERT_EQ(padded.status, 200) << padded.body;
   EXPECT_GE(json::parse(padded.body)["usage"]["prompt_tokens"].get<int>(),
             json::parse(plain.body)["usage"]["prompt_tokens"].get<int>() + 40);
   with["chat_template_kwargs"] = {{"messages", 1}};
-  EXPECT_EQ(json::parse(post(s.port(), "/v1/chat/completions", with).body)["error"]["param"], "chat_template_kwargs.messages");
+  EXPECT_EQ(json::parse(post_json(s.port(), "/v1/chat/completions", with).body)["error"]["param"], "chat_template_kwargs.messages");
 
   // min_tokens: the greedy first token as a stop token ends at once, unless min_tokens holds it off.
   const json greedy = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}, {"return_token_ids", true}};
-  HttpReply g = post(s.port(), "/v1/completions", greedy);
+  HttpReply g = post_json(s.port(), "/v1/completions", greedy);
   const int first = json::parse(g.body)["choices"][0]["token_ids"][0];
   json stop = greedy;
   stop["stop_token_ids"] = {first};
-  EXPECT_EQ(json::parse(post(s.port(), "/v1/completions", stop).body)["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(json::parse(post_json(s.port(), "/v1/completions", stop).body)["usage"]["completion_tokens"], 0);
   stop["min_tokens"] = 4;
-  EXPECT_GE(json::parse(post(s.port(), "/v1/completions", stop).body)["usage"]["completion_tokens"].get<int>(), 4);
+  EXPECT_GE(json::parse(post_json(s.port(), "/v1/completions", stop).body)["usage"]["completion_tokens"].get<int>(), 4);
   stop["min_tokens"] = 9;
-  EXPECT_EQ(json::parse(post(s.port(), "/v1/completions", stop).body)["error"]["param"], "min_tokens");
+  EXPECT_EQ(json::parse(post_json(s.port(), "/v1/completions", stop).body)["error"]["param"], "min_tokens");
   ::unlink(file.c_str());
 
   ServeProcess missing({"-m", stories(), "-t", "1", "--kv-cache-mib", "64", "--chat-template", file + ".absent"});

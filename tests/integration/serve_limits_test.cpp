@@ -29,7 +29,7 @@ using test::request;
 using test::ServeProcess;
 using test::TestConnection;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
 int cached_tokens(const HttpReply& r) {
   EXPECT_EQ(r.status, 200) << r.body;

@@ -31,7 +31,7 @@ namespace {
 
 using test::ProcessResult;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
 // Open MPI's mpirun on PATH, or "".
 std::string find_mpirun() {

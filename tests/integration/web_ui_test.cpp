@@ -22,7 +22,7 @@ namespace {
 
 using test::ServeProcess;
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+using test::stories;
 
 // What the browser test needs; empty when all is there, else why it cannot run.
 std::string browser_missing() {

@@ -140,8 +140,7 @@ class CpuBackend final : public Backend {
         weight_scratch_(static_cast<size_t>(pool_.size())),
         attention_scratch_(static_cast<size_t>(pool_.size())),
         repack_(o.repack_weights && !env_is_zero("TOKENHIVE_REPACK")) {
-    const std::vector<Isa>& have = cpu::available_isas();
-    if (std::find(have.begin(), have.end(), isa_) == have.end()) {
+    if (!cpu::has_isa(isa_)) {
       std::fprintf(stderr, "tokenhive: the CPU backend was asked for ISA %s, which this CPU lacks\n",
                    std::string(cpu::isa_name(isa_)).c_str());
       std::abort();

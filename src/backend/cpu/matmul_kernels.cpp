@@ -2,6 +2,7 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -74,6 +75,11 @@ const std::vector<Isa>& available_isas() {
     return v;
   }();
   return isas;
+}
+
+bool has_isa(Isa isa) {
+  const std::vector<Isa>& v = available_isas();
+  return std::find(v.begin(), v.end(), isa) != v.end();
 }
 
 bool has_avx512_bf16() {

@@ -24,6 +24,8 @@ std::string_view isa_name(Isa isa);
 
 /// @brief The ISAs this CPU can run, best last (Generic is always there).
 const std::vector<Isa>& available_isas();
+/// @brief Whether `isa` is in available_isas().
+bool has_isa(Isa isa);
 /// @brief Whether this CPU (and OS) runs AVX512-BF16 (vdpbf16ps), on top of Isa::Avx512.
 bool has_avx512_bf16();
 /// @brief Whether it also runs AVX512-VBMI (vpermi2b): the fp8 kernel's table decoding.

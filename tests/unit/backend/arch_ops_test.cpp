@@ -13,16 +13,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "test_numeric.h"
 
 namespace th {
 namespace {
 
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_floats;
 
 struct Named {
   std::string name;

@@ -19,15 +19,16 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/vec_ops.h"
 #include "tensor/quant.h"
+#include "test_numeric.h"
 
 namespace th {
 namespace {
 
 using cpu::Isa;
 
-constexpr double kU = 1.0 / (1 << 24);  // f32 unit roundoff
-// gamma_n = n u / (1 - n u): the relative bound on any order of summing n products in f32.
-double gamma(int64_t n) { return static_cast<double>(n) * kU / (1 - static_cast<double>(n) * kU); }
+using test::gamma;
+using test::kU;
+using test::random_floats;
 
 struct Config {
   int threads;
@@ -52,12 +53,6 @@ std::string config_name(const ::testing::TestParamInfo<Config>& info) {
   return std::string(cpu::isa_name(info.param.isa)) + "_t" + std::to_string(info.param.threads);
 }
 
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 class BackendOps : public ::testing::TestWithParam<Config> {
  protected:

@@ -18,12 +18,14 @@
 #include "backend/cuda/cuda_backend.h"
 #include "tensor/half.h"
 #include "tensor/quant.h"
+#include "test_numeric.h"
 
 namespace th {
 namespace {
 
-constexpr double kU = 1.0 / (1 << 24);
-double gamma(int64_t n) { return static_cast<double>(n) * kU / (1 - static_cast<double>(n) * kU); }
+using test::gamma;
+using test::kU;
+using test::random_floats;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 TEST(CudaBackendAvailability, WithoutADeviceTheErrorIsClearAndNothingCrashes) {
@@ -45,12 +47,6 @@ TEST(CudaBackendAvailability, WithoutADeviceTheErrorIsClearAndNothingCrashes) {
   EXPECT_FALSE(make_cuda_backend(o).ok());
 }
 
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 class CudaOps : public ::testing::Test {
  protected:

@@ -31,11 +31,6 @@ namespace {
 
 constexpr double kRelTol = 1e-5;
 
-bool has_isa(Isa isa) {
-  const auto& v = available_isas();
-  return std::find(v.begin(), v.end(), isa) != v.end();
-}
-
 std::string skip_reason(Isa isa) {
   return std::string(isa_name(isa)) +
          " is not available on this CPU (AVX-512 needs F, BW, VL, DQ and VNNI); its variants compile but cannot "

@@ -26,11 +26,6 @@ namespace {
 
 constexpr size_t kQ8K = sizeof(BlockQ8_K);
 
-bool has_isa(Isa isa) {
-  const auto& v = available_isas();
-  return std::find(v.begin(), v.end(), isa) != v.end();
-}
-
 BlockQ8_K block_at(const std::vector<uint8_t>& bytes, size_t i) {
   BlockQ8_K b;
   std::memcpy(&b, bytes.data() + i * kQ8K, kQ8K);
@@ -129,21 +124,21 @@ TEST(MatmulKQ8K, RoundTripWithinHalfAStep) {
 
 // ---------------------------------------------------------------- gemm
 
-struct Case {
+struct KQuantCase {
   DType type;
   Isa isa;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << dtype_name(c.type) << "/" << isa_name(c.isa); }
+void PrintTo(const KQuantCase& c, std::ostream* os) { *os << dtype_name(c.type) << "/" << isa_name(c.isa); }
 
-std::string case_name(const testing::TestParamInfo<Case>& info) {
+std::string kquant_case_name(const testing::TestParamInfo<KQuantCase>& info) {
   return std::string(dtype_name(info.param.type)) + "_" + std::string(isa_name(info.param.isa));
 }
 
-class MatmulKQuant : public testing::TestWithParam<Case> {
+class MatmulKQuant : public testing::TestWithParam<KQuantCase> {
  protected:
   const MatmulKernel* kernel() {
-    const Case c = GetParam();
+    const KQuantCase c = GetParam();
     const MatmulKernel* k = find_matmul_kernel(c.type, c.isa);
     EXPECT_NE(k, nullptr) << dtype_name(c.type) << " " << isa_name(c.isa) << " is not registered";
     return k;
@@ -420,16 +415,16 @@ TEST_P(MatmulKQuant, PackedPathMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MatmulKTypes, MatmulKQuant,
-                         testing::Values(Case{DType::Q4_K, Isa::Generic}, Case{DType::Q4_K, Isa::Avx2},
-                                         Case{DType::Q4_K, Isa::Avx512}, Case{DType::Q5_K, Isa::Generic},
-                                         Case{DType::Q5_K, Isa::Avx2}, Case{DType::Q5_K, Isa::Avx512},
-                                         Case{DType::Q6_K, Isa::Generic}, Case{DType::Q6_K, Isa::Avx2},
-                                         Case{DType::Q6_K, Isa::Avx512}, Case{DType::Q2_K, Isa::Generic},
-                                         Case{DType::Q2_K, Isa::Avx2}, Case{DType::Q2_K, Isa::Avx512},
-                                         Case{DType::Q3_K, Isa::Generic}, Case{DType::Q3_K, Isa::Avx2},
-                                         Case{DType::Q3_K, Isa::Avx512}, Case{DType::IQ4_XS, Isa::Generic},
-                                         Case{DType::IQ4_XS, Isa::Avx2}, Case{DType::IQ4_XS, Isa::Avx512}),
-                         case_name);
+                         testing::Values(KQuantCase{DType::Q4_K, Isa::Generic}, KQuantCase{DType::Q4_K, Isa::Avx2},
+                                         KQuantCase{DType::Q4_K, Isa::Avx512}, KQuantCase{DType::Q5_K, Isa::Generic},
+                                         KQuantCase{DType::Q5_K, Isa::Avx2}, KQuantCase{DType::Q5_K, Isa::Avx512},
+                                         KQuantCase{DType::Q6_K, Isa::Generic}, KQuantCase{DType::Q6_K, Isa::Avx2},
+                                         KQuantCase{DType::Q6_K, Isa::Avx512}, KQuantCase{DType::Q2_K, Isa::Generic},
+                                         KQuantCase{DType::Q2_K, Isa::Avx2}, KQuantCase{DType::Q2_K, Isa::Avx512},
+                                         KQuantCase{DType::Q3_K, Isa::Generic}, KQuantCase{DType::Q3_K, Isa::Avx2},
+                                         KQuantCase{DType::Q3_K, Isa::Avx512}, KQuantCase{DType::IQ4_XS, Isa::Generic},
+                                         KQuantCase{DType::IQ4_XS, Isa::Avx2}, KQuantCase{DType::IQ4_XS, Isa::Avx512}),
+                         kquant_case_name);
 
 }  // namespace
 }  // namespace th::cpu

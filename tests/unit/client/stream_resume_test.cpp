@@ -11,13 +11,13 @@ namespace {
 
 using json = nlohmann::json;
 
-json parse(const std::string& s) { return json::parse(s); }
+json parse_json(const std::string& s) { return json::parse(s); }
 
 TEST(StreamResume, AMovableStreamGetsASeedAndAsksForIds) {
   const StreamRequest q = prepare_stream_request("/v1/completions", R"({"prompt":"Hi","stream":true})", 0x1'2345'6789);
   ASSERT_TRUE(q.movable);
   EXPECT_FALSE(q.wants_ids);
-  const json b = parse(q.body);
+  const json b = parse_json(q.body);
   EXPECT_EQ(b["seed"], 0x2345'6789);  // 31 bits
   EXPECT_EQ(b["return_token_ids"], true);
   EXPECT_EQ(b["prompt"], "Hi");
@@ -26,7 +26,7 @@ TEST(StreamResume, AMovableStreamGetsASeedAndAsksForIds) {
                                                    R"({"messages":[],"stream":true,"seed":5,"return_token_ids":true})", 9);
   ASSERT_TRUE(own.movable);
   EXPECT_TRUE(own.wants_ids);
-  EXPECT_EQ(parse(own.body)["seed"], 5);  // the caller's seed stays
+  EXPECT_EQ(parse_json(own.body)["seed"], 5);  // the caller's seed stays
 }
 
 TEST(StreamResume, WhatCannotMoveGoesAsItIs) {
@@ -52,7 +52,7 @@ TEST(StreamResume, SeveralChoicesAreMovable) {
   EXPECT_EQ(q.prompts, 3u);
   EXPECT_EQ(q.choices(), 6);
   EXPECT_TRUE(q.include_usage);
-  EXPECT_EQ(parse(q.body)["seed"], 7);
+  EXPECT_EQ(parse_json(q.body)["seed"], 7);
   const StreamRequest chat = prepare_stream_request("/v1/chat/completions", R"({"messages":[],"n":3,"stream":true})", 7);
   ASSERT_TRUE(chat.movable);
   EXPECT_EQ(chat.choices(), 3);
@@ -79,14 +79,14 @@ TEST(StreamResume, SeveralChoicesResumeOneByOne) {
   EXPECT_TRUE(can_resume(q, p));
   EXPECT_FALSE(p.all_finished(static_cast<size_t>(q.choices())));
 
-  const json three = parse(choice_resume_body(q, p, 3));
+  const json three = parse_json(choice_resume_body(q, p, 3));
   EXPECT_EQ(three["prompt"], "b");
   EXPECT_EQ(three["n"], 1);
   EXPECT_FALSE(three.contains("best_of"));  // the server takes it only equal to n
   EXPECT_EQ(three["seed"], 11);
   EXPECT_EQ(three["return_token_ids"], true);
-  EXPECT_EQ(three["continuation"], parse(R"({"prompt_token_ids":[2,2],"token_ids":[6,7],"text_bytes":2})"));
-  const json two = parse(choice_resume_body(q, p, 2));  // nothing of it came: it starts over
+  EXPECT_EQ(three["continuation"], parse_json(R"({"prompt_token_ids":[2,2],"token_ids":[6,7],"text_bytes":2})"));
+  const json two = parse_json(choice_resume_body(q, p, 2));  // nothing of it came: it starts over
   EXPECT_EQ(two["prompt"], "b");
   EXPECT_EQ(two["seed"], 10);
   EXPECT_FALSE(two.contains("continuation"));
@@ -95,7 +95,7 @@ TEST(StreamResume, SeveralChoicesResumeOneByOne) {
   std::optional<std::string> out =
       rewrite_event(R"({"id":"d","choices":[{"index":0,"text":"!","token_ids":[9],"finish_reason":"length"}]})", q, p, 3);
   ASSERT_TRUE(out);
-  EXPECT_EQ(parse(*out), parse(R"({"id":"c","choices":[{"index":3,"text":"!","finish_reason":"length"}]})"));
+  EXPECT_EQ(parse_json(*out), parse_json(R"({"id":"c","choices":[{"index":3,"text":"!","finish_reason":"length"}]})"));
   EXPECT_EQ(p.choice(3).generated, (std::vector<int32_t>{6, 7, 9}));
   EXPECT_FALSE(rewrite_event(R"({"id":"d","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}})", q, p, 3));
   EXPECT_FALSE(p.usage_sent);
@@ -103,7 +103,7 @@ TEST(StreamResume, SeveralChoicesResumeOneByOne) {
   // The usage chunk the reader makes: prompt tokens once per prompt, every choice's tokens.
   std::optional<std::string> usage = final_usage_chunk(q, p);
   ASSERT_TRUE(usage);
-  EXPECT_EQ(parse(*usage), parse(R"({"id":"c","object":"text_completion","created":1,"model":"m","choices":[],
+  EXPECT_EQ(parse_json(*usage), parse_json(R"({"id":"c","object":"text_completion","created":1,"model":"m","choices":[],
                                     "usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})"));
   rewrite_event(R"({"id":"c","choices":[],"usage":{"prompt_tokens":3}})", q, p);  // an endpoint's own went out
   EXPECT_FALSE(final_usage_chunk(q, p));
@@ -117,17 +117,17 @@ TEST(StreamResume, AChatChoiceMovedAloneSendsItsRoleOnce) {
   StreamProgress p;
   rewrite_event(R"({"id":"c","choices":[{"index":2,"delta":{"role":"assistant","content":""}}]})", q, p);
   rewrite_event(R"({"id":"c","choices":[{"index":2,"delta":{"content":"ok"},"token_ids":[3],"prompt_token_ids":[1,2]}]})", q, p);
-  const json b = parse(choice_resume_body(q, p, 2));
+  const json b = parse_json(choice_resume_body(q, p, 2));
   EXPECT_EQ(b["n"], 1);
   EXPECT_EQ(b["seed"], 6);
-  EXPECT_EQ(b["messages"], parse(R"([{"role":"user","content":"hi"}])"));
+  EXPECT_EQ(b["messages"], parse_json(R"([{"role":"user","content":"hi"}])"));
   EXPECT_EQ(b["continuation"]["token_ids"], json::array({3}));
   // Choice 2's server sends its role again: dropped; choice 0's first role goes on.
   EXPECT_FALSE(rewrite_event(R"({"id":"e","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})", q, p, 2));
   std::optional<std::string> first =
       rewrite_event(R"({"id":"e","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})", q, p, 0);
   ASSERT_TRUE(first);
-  EXPECT_EQ(parse(*first)["id"], "c");
+  EXPECT_EQ(parse_json(*first)["id"], "c");
 }
 
 // One choice that has generated ids but no prompt ids stops the whole stream from moving.
@@ -149,19 +149,19 @@ TEST(StreamResume, ChunksAreTrackedStrippedAndKeepTheFirstId) {
       R"({"id":"cmpl-a","created":100,"choices":[{"index":0,"text":" One","prompt_token_ids":[1,5],"token_ids":[9],"finish_reason":null}]})",
       q, p);
   ASSERT_TRUE(out);
-  EXPECT_EQ(parse(*out), parse(R"({"id":"cmpl-a","created":100,"choices":[{"index":0,"text":" One","finish_reason":null}]})"));
+  EXPECT_EQ(parse_json(*out), parse_json(R"({"id":"cmpl-a","created":100,"choices":[{"index":0,"text":" One","finish_reason":null}]})"));
   out = rewrite_event(R"({"id":"cmpl-b","created":200,"choices":[{"index":0,"text":" dayé","token_ids":[11,12]}]})", q, p);
   ASSERT_TRUE(out);
-  EXPECT_EQ(parse(*out)["id"], "cmpl-a");  // a resumed stream keeps the first endpoint's id and time
-  EXPECT_EQ(parse(*out)["created"], 100);
+  EXPECT_EQ(parse_json(*out)["id"], "cmpl-a");  // a resumed stream keeps the first endpoint's id and time
+  EXPECT_EQ(parse_json(*out)["created"], 100);
   EXPECT_EQ(p.choice(0).prompt_ids, (std::vector<int32_t>{1, 5}));
   EXPECT_EQ(p.choice(0).generated, (std::vector<int32_t>{9, 11, 12}));
   EXPECT_EQ(p.choice(0).text_bytes, 4 + 6);  // bytes, not characters
   EXPECT_EQ(p.events, 2);
   EXPECT_TRUE(can_resume(q, p));
 
-  const json again = parse(resume_body(q, p));
-  EXPECT_EQ(again["continuation"], parse(R"({"prompt_token_ids":[1,5],"token_ids":[9,11,12],"text_bytes":10})"));
+  const json again = parse_json(resume_body(q, p));
+  EXPECT_EQ(again["continuation"], parse_json(R"({"prompt_token_ids":[1,5],"token_ids":[9,11,12],"text_bytes":10})"));
   EXPECT_EQ(again["seed"], 7);
   EXPECT_EQ(again["prompt"], "Hi");
 

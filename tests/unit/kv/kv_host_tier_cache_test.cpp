@@ -11,11 +11,11 @@
 namespace th {
 namespace {
 
-constexpr int64_t kBs = 4;
+constexpr int64_t kTierBlock = 4;
 
 std::unique_ptr<KvCacheManager> make(Backend& backend, int64_t primary, int64_t host, bool encrypt = true) {
   KvCacheConfig c;
-  c.block_size = kBs;
+  c.block_size = kTierBlock;
   c.primary_blocks = primary;
   c.host_blocks = host;
   c.encrypt_host_tier = encrypt;
@@ -24,18 +24,18 @@ std::unique_ptr<KvCacheManager> make(Backend& backend, int64_t primary, int64_t 
   return std::move(m).value();
 }
 
-struct Seq {
+struct TierSeq {
   SeqId id;
   std::vector<int32_t> tokens;
   std::vector<BlockHash> hashes;
-  Seq(SeqId i, int n, int from, std::string_view tenant = "") : id(i), tokens(static_cast<size_t>(n)) {
+  TierSeq(SeqId i, int n, int from, std::string_view tenant = "") : id(i), tokens(static_cast<size_t>(n)) {
     std::iota(tokens.begin(), tokens.end(), from);
-    extend_block_hashes(hashes, prefix_root(tenant, ""), tokens, kBs);
+    extend_block_hashes(hashes, prefix_root(tenant, ""), tokens, kTierBlock);
   }
   KvStepEntry entry(int64_t target) const { return {id, target, static_cast<int64_t>(tokens.size()), hashes}; }
 };
 
-void run(KvCacheManager& kv, std::vector<KvStepEntry> e) {
+void run_step(KvCacheManager& kv, std::vector<KvStepEntry> e) {
   Status p = kv.prepare(e);
   ASSERT_TRUE(p.ok()) << p.message();
   kv.commit();
@@ -64,13 +64,13 @@ TEST(KvHostTierCache, EvictedPrefixBlocksComeBackFromTheHostTier) {
   for (bool encrypt : {true, false}) {
     std::unique_ptr<Backend> backend = make_cpu_backend();
     std::unique_ptr<KvCacheManager> kv = make(*backend, 6, 8, encrypt);
-    Seq a(1, 13, 0), b(2, 24, 100), c(3, 13, 0), other_tenant(4, 13, 0, "bob");
+    TierSeq a(1, 13, 0), b(2, 24, 100), c(3, 13, 0), other_tenant(4, 13, 0, "bob");
     kv->add(a.id);
-    run(*kv, {a.entry(13)});  // 4 blocks, 3 full ones published
+    run_step(*kv, {a.entry(13)});  // 4 blocks, 3 full ones published
     ASSERT_TRUE(rows(*kv, a.id, 7, /*write=*/true));
     kv->remove(a.id);
     kv->add(b.id);
-    run(*kv, {b.entry(24)});  // 6 blocks: a's 3 cached ones are evicted, tail first, into the host tier
+    run_step(*kv, {b.entry(24)});  // 6 blocks: a's 3 cached ones are evicted, tail first, into the host tier
     EXPECT_EQ(kv->stats().demoted_blocks, 3);
     EXPECT_EQ(kv->stats().host_cached_blocks, 3);
     EXPECT_EQ(kv->stats().host_used, 0);  // cached host blocks are free for a swap-out to take
@@ -82,7 +82,7 @@ TEST(KvHostTierCache, EvictedPrefixBlocksComeBackFromTheHostTier) {
     EXPECT_EQ(m.cost_blocks, 3);
     EXPECT_EQ(kv->match_prefix(other_tenant.hashes, 13).blocks, 0);  // the salt still separates tenants
     kv->add(c.id);
-    run(*kv, {c.entry(13)});
+    run_step(*kv, {c.entry(13)});
     EXPECT_EQ(kv->stats().promoted_blocks, 3);
     EXPECT_EQ(kv->stats().prefix_host_hit_tokens, 12);
     EXPECT_EQ(kv->stats().prefix_hit_tokens, 12);
@@ -102,12 +102,12 @@ TEST(KvHostTierCache, EvictedPrefixBlocksComeBackFromTheHostTier) {
 TEST(KvHostTierCache, WithoutAHostTierAnEvictedPrefixIsComputedAgain) {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<KvCacheManager> kv = make(*backend, 6, 0);
-  Seq a(1, 13, 0), b(2, 24, 100), c(3, 13, 0);
+  TierSeq a(1, 13, 0), b(2, 24, 100), c(3, 13, 0);
   kv->add(a.id);
-  run(*kv, {a.entry(13)});
+  run_step(*kv, {a.entry(13)});
   kv->remove(a.id);
   kv->add(b.id);
-  run(*kv, {b.entry(24)});
+  run_step(*kv, {b.entry(24)});
   kv->remove(b.id);
   EXPECT_EQ(kv->match_prefix(c.hashes, 13).blocks, 0);
   EXPECT_EQ(kv->stats().demoted_blocks, 0);
@@ -116,19 +116,19 @@ TEST(KvHostTierCache, WithoutAHostTierAnEvictedPrefixIsComputedAgain) {
 TEST(KvHostTierCache, SwapOutsTakeCachedHostBlocksOldestFirst) {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<KvCacheManager> kv = make(*backend, 6, 3);
-  Seq d(5, 8, 500), a(1, 13, 0), b(2, 16, 100);
+  TierSeq d(5, 8, 500), a(1, 13, 0), b(2, 16, 100);
   kv->add(d.id);
-  run(*kv, {d.entry(8)});
+  run_step(*kv, {d.entry(8)});
   kv->add(a.id);
-  run(*kv, {a.entry(13)});
+  run_step(*kv, {a.entry(13)});
   kv->remove(a.id);
   kv->add(b.id);
-  run(*kv, {b.entry(16)});  // a's blocks 2, 1, 0 demoted in that order: the host tier is all cache
+  run_step(*kv, {b.entry(16)});  // a's blocks 2, 1, 0 demoted in that order: the host tier is all cache
   EXPECT_EQ(kv->stats().demoted_blocks, 3);
   EXPECT_EQ(kv->host_free_blocks(), 3);
   ASSERT_TRUE(kv->swap_out(d.id).ok());  // 2 blocks: a's blocks 2 and 1 give way
   EXPECT_EQ(kv->stats().host_cached_blocks, 1);
-  const PrefixMatch m = kv->match_prefix(Seq(3, 13, 0).hashes, 13);
+  const PrefixMatch m = kv->match_prefix(TierSeq(3, 13, 0).hashes, 13);
   EXPECT_EQ(m.blocks, 1);
   EXPECT_EQ(m.host_blocks, 1);
   ASSERT_TRUE(kv->check_invariants().ok()) << kv->check_invariants().message();
@@ -138,10 +138,10 @@ TEST(KvHostTierCache, PrefetchedSwapInNeedsNoCopyInPrepare) {
   for (bool encrypt : {true, false}) {
     std::unique_ptr<Backend> backend = make_cpu_backend();
     std::unique_ptr<KvCacheManager> kv = make(*backend, 12, 8, encrypt);
-    Seq a(1, 10, 0), b(2, 6, 100);
+    TierSeq a(1, 10, 0), b(2, 6, 100);
     kv->add(a.id);
     kv->add(b.id);
-    run(*kv, {a.entry(10)});
+    run_step(*kv, {a.entry(10)});
     ASSERT_TRUE(rows(*kv, a.id, 3, /*write=*/true));
     ASSERT_TRUE(kv->swap_out(a.id).ok());
     // b's step: a's 3 blocks are copied back on the copy thread meanwhile.
@@ -153,7 +153,7 @@ TEST(KvHostTierCache, PrefetchedSwapInNeedsNoCopyInPrepare) {
     EXPECT_EQ(kv->available_blocks(), avail);  // reserved blocks stay available
     kv->commit();
     ASSERT_TRUE(kv->check_invariants().ok()) << kv->check_invariants().message();
-    run(*kv, {a.entry(11), b.entry(6)});
+    run_step(*kv, {a.entry(11), b.entry(6)});
     EXPECT_EQ(kv->tier(a.id), KvTier::Primary);
     EXPECT_EQ(kv->stats().swapped_in_blocks, 3);
     EXPECT_EQ(kv->stats().prefetched_blocks, 3);
@@ -166,10 +166,10 @@ TEST(KvHostTierCache, PrefetchedSwapInNeedsNoCopyInPrepare) {
 TEST(KvHostTierCache, AStepThatNeedsPrefetchedBlocksReclaimsThem) {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<KvCacheManager> kv = make(*backend, 8, 8);
-  Seq a(1, 13, 0), b(2, 24, 100);
+  TierSeq a(1, 13, 0), b(2, 24, 100);
   kv->add(a.id);
   kv->add(b.id);
-  run(*kv, {a.entry(12)});
+  run_step(*kv, {a.entry(12)});
   ASSERT_TRUE(kv->swap_out(a.id).ok());
   std::vector<KvStepEntry> e = {b.entry(4)};
   ASSERT_TRUE(kv->prepare(e).ok());
@@ -177,10 +177,10 @@ TEST(KvHostTierCache, AStepThatNeedsPrefetchedBlocksReclaimsThem) {
   kv->prefetch(ids, 0);
   kv->commit();
   EXPECT_EQ(kv->available_blocks(), 7);  // 1 free, a's 3 cached, 3 reserved for a
-  run(*kv, {b.entry(24)});  // 5 more blocks: the free one, the cached ones, then a's reservation
+  run_step(*kv, {b.entry(24)});  // 5 more blocks: the free one, the cached ones, then a's reservation
   EXPECT_EQ(kv->stats().prefetch_wasted_blocks, 3);
   kv->remove(b.id);
-  run(*kv, {a.entry(13)});  // swapped in the slow way, all the same
+  run_step(*kv, {a.entry(13)});  // swapped in the slow way, all the same
   EXPECT_EQ(kv->stats().prefetched_blocks, 0);
   EXPECT_EQ(kv->stats().swapped_in_blocks, 3);
   kv->remove(a.id);
@@ -192,10 +192,10 @@ TEST(KvHostTierCache, AStepThatNeedsPrefetchedBlocksReclaimsThem) {
 TEST(KvHostTierCache, ATamperedPrefetchIsNotUsed) {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<KvCacheManager> kv = make(*backend, 12, 8);
-  Seq a(1, 9, 0), b(2, 6, 100);
+  TierSeq a(1, 9, 0), b(2, 6, 100);
   kv->add(a.id);
   kv->add(b.id);
-  run(*kv, {a.entry(8)});
+  run_step(*kv, {a.entry(8)});
   ASSERT_TRUE(kv->swap_out(a.id).ok());
   auto* h = static_cast<uint8_t*>(kv->host()->v_block(1, kv->table(a.id)[1]));
   h[3] ^= 1;

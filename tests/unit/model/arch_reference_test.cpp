@@ -20,6 +20,7 @@
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
 #include "model/synthetic_model.h"
+#include "test_numeric.h"
 #include "test_util.h"
 
 namespace th {
@@ -70,9 +71,7 @@ std::string fnv1a_of_file(const std::string& path) {
   return buf;
 }
 
-int32_t argmax(const float* v, int64_t n) {
-  return static_cast<int32_t>(std::max_element(v, v + n) - v);
-}
+using test::argmax;
 
 struct Case {
   std::string name;

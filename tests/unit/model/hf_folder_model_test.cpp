@@ -55,18 +55,18 @@ std::vector<uint8_t> small_bpe_vocab() {
   return w.to_bytes();
 }
 
-struct Case {
+struct HfCase {
   std::string arch;  // mkmodel --arch
   int shards;
   bool tied;
   double tol;  // max |diff| / logit range; 0: bit for bit
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.arch; }
+void PrintTo(const HfCase& c, std::ostream* os) { *os << c.arch; }
 
-class HfFolderModel : public ::testing::TestWithParam<Case> {};
+class HfFolderModel : public ::testing::TestWithParam<HfCase> {};
 
 TEST_P(HfFolderModel, SameLogitsAsGguf) {
-  const Case& c = GetParam();
+  const HfCase& c = GetParam();
   const std::vector<uint8_t> vocab_bytes = small_bpe_vocab();
   Result<GgufFile> vocab = GgufFile::parse(vocab_bytes.data(), vocab_bytes.size(), "vocab");
   ASSERT_TRUE(vocab.ok()) << vocab.message();
@@ -135,13 +135,13 @@ TEST_P(HfFolderModel, SameLogitsAsGguf) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, HfFolderModel,
-                         ::testing::Values(Case{"llama", 1, false, 1e-5}, Case{"llama3", 2, true, 1e-5},
-                                           Case{"mistral", 1, false, 1e-5}, Case{"mixtral", 3, false, 1e-5},
-                                           Case{"qwen2", 2, false, 0}, Case{"qwen2-yarn", 1, false, 0}, Case{"qwen3", 1, true, 0},
-                                           Case{"qwen3moe", 3, false, 0}, Case{"gemma2", 2, false, 0},
-                                           Case{"gemma3", 1, false, 0}, Case{"gemma3-vl", 2, false, 0},
-                                           Case{"phi3", 2, false, 0}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
+                         ::testing::Values(HfCase{"llama", 1, false, 1e-5}, HfCase{"llama3", 2, true, 1e-5},
+                                           HfCase{"mistral", 1, false, 1e-5}, HfCase{"mixtral", 3, false, 1e-5},
+                                           HfCase{"qwen2", 2, false, 0}, HfCase{"qwen2-yarn", 1, false, 0}, HfCase{"qwen3", 1, true, 0},
+                                           HfCase{"qwen3moe", 3, false, 0}, HfCase{"gemma2", 2, false, 0},
+                                           HfCase{"gemma3", 1, false, 0}, HfCase{"gemma3-vl", 2, false, 0},
+                                           HfCase{"phi3", 2, false, 0}),
+                         [](const ::testing::TestParamInfo<HfCase>& i) {
                            std::string n = i.param.arch;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;

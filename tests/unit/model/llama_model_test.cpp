@@ -11,17 +11,13 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "format/gguf.h"
 #include "model/synthetic_model.h"
+#include "test_numeric.h"
 #include "test_util.h"
 
 namespace th {
 namespace {
 
-int32_t argmax(const float* v, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (v[i] > v[best]) best = static_cast<int32_t>(i);
-  return best;
-}
+using test::argmax;
 
 struct Loaded {
   GgufFile file;

@@ -10,13 +10,13 @@
 namespace th::server {
 namespace {
 
-EmbeddingsRequest ok(const std::string& body) {
+EmbeddingsRequest embeddings_ok(const std::string& body) {
   auto r = parse_embeddings_request(body);
   if (auto* e = std::get_if<http::ApiError>(&r)) ADD_FAILURE() << body << ": " << e->message;
   return std::holds_alternative<EmbeddingsRequest>(r) ? std::get<EmbeddingsRequest>(std::move(r)) : EmbeddingsRequest{};
 }
 
-void refused(const std::string& body, const std::string& param, const std::string& words = "") {
+void embeddings_refused(const std::string& body, const std::string& param, const std::string& words = "") {
   auto r = parse_embeddings_request(body);
   ASSERT_TRUE(std::holds_alternative<http::ApiError>(r)) << body;
   const http::ApiError& e = std::get<http::ApiError>(r);
@@ -25,42 +25,42 @@ void refused(const std::string& body, const std::string& param, const std::strin
 }
 
 TEST(EmbeddingsRequest, InputForms) {
-  EmbeddingsRequest r = ok(R"({"input":"hello","model":"m"})");
+  EmbeddingsRequest r = embeddings_ok(R"({"input":"hello","model":"m"})");
   ASSERT_EQ(r.inputs.size(), 1u);
   EXPECT_EQ(r.inputs[0].text, "hello");
   EXPECT_EQ(r.model, "m");
   EXPECT_FALSE(r.base64);
-  EXPECT_EQ(ok(R"({"input":["a","b","c"]})").inputs.size(), 3u);
-  r = ok(R"({"input":[1,2,3],"encoding_format":"base64"})");
+  EXPECT_EQ(embeddings_ok(R"({"input":["a","b","c"]})").inputs.size(), 3u);
+  r = embeddings_ok(R"({"input":[1,2,3],"encoding_format":"base64"})");
   ASSERT_EQ(r.inputs.size(), 1u);
   EXPECT_TRUE(r.inputs[0].is_tokens);
   EXPECT_EQ(r.inputs[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_TRUE(r.base64);
-  r = ok(R"({"input":[[1,2],[3]],"dimensions":64,"user":"u","encoding_format":"float"})");
+  r = embeddings_ok(R"({"input":[[1,2],[3]],"dimensions":64,"user":"u","encoding_format":"float"})");
   ASSERT_EQ(r.inputs.size(), 2u);
   EXPECT_EQ(r.inputs[1].tokens, std::vector<int32_t>{3});
   EXPECT_EQ(r.dimensions, 64);
 }
 
 TEST(EmbeddingsRequest, BadInputsAreRefusedByName) {
-  refused(R"({"model":"m"})", "input", "required");
-  refused(R"({"input":""})", "input", "empty");
-  refused(R"({"input":[]})", "input", "empty");
-  refused(R"({"input":5})", "input", "must be a string");
-  refused(R"({"input":["a",1]})", "input[1]", "must be a string");
-  refused(R"({"input":["a",""]})", "input[1]", "empty");
-  refused(R"({"input":[1,-2]})", "input[1]", "token id");
-  refused(R"({"input":[1,2.5]})", "input[1]", "token id");
-  refused(R"({"input":[[1],[]]})", "input[1]", "empty list of token ids");
-  refused(R"({"input":[[1],"a"]})", "input[1]", "array of token ids");
-  refused(R"({"input":[[1,"x"]]})", "input[0][1]", "token id");
-  refused(R"({"input":"a","encoding_format":"int8"})", "encoding_format", "\"base64\"");
-  refused(R"({"input":"a","dimensions":0})", "dimensions", "positive");
-  refused(R"({"input":"a","model":5})", "model", "string");
-  refused(R"({"input":"a","truncate_prompt_tokens":5})", "truncate_prompt_tokens", "refused");
+  embeddings_refused(R"({"model":"m"})", "input", "required");
+  embeddings_refused(R"({"input":""})", "input", "empty");
+  embeddings_refused(R"({"input":[]})", "input", "empty");
+  embeddings_refused(R"({"input":5})", "input", "must be a string");
+  embeddings_refused(R"({"input":["a",1]})", "input[1]", "must be a string");
+  embeddings_refused(R"({"input":["a",""]})", "input[1]", "empty");
+  embeddings_refused(R"({"input":[1,-2]})", "input[1]", "token id");
+  embeddings_refused(R"({"input":[1,2.5]})", "input[1]", "token id");
+  embeddings_refused(R"({"input":[[1],[]]})", "input[1]", "empty list of token ids");
+  embeddings_refused(R"({"input":[[1],"a"]})", "input[1]", "array of token ids");
+  embeddings_refused(R"({"input":[[1,"x"]]})", "input[0][1]", "token id");
+  embeddings_refused(R"({"input":"a","encoding_format":"int8"})", "encoding_format", "\"base64\"");
+  embeddings_refused(R"({"input":"a","dimensions":0})", "dimensions", "positive");
+  embeddings_refused(R"({"input":"a","model":5})", "model", "string");
+  embeddings_refused(R"({"input":"a","truncate_prompt_tokens":5})", "truncate_prompt_tokens", "refused");
   std::string many = R"({"input":[)";
   for (int i = 0; i <= 2048; ++i) many += std::string(i ? "," : "") + "\"x\"";
-  refused(many + "]}", "input", "at most 2048");
+  embeddings_refused(many + "]}", "input", "at most 2048");
   auto deep = parse_embeddings_request(R"({"input":)" + std::string(100000, '[') + std::string(100000, ']') + "}");
   ASSERT_TRUE(std::holds_alternative<http::ApiError>(deep));
   EXPECT_NE(std::get<http::ApiError>(deep).message.find("nested deeper"), std::string::npos);

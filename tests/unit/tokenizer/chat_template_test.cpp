@@ -15,13 +15,13 @@
 namespace th {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;  // keys in insertion order, as the templates see them
 
 std::vector<ChatMessage> conversation() {
   return {{"system", " sys "}, {"user", "hi"}, {"assistant", "yo"}};
 }
 
-Result<std::string> render(const std::string& source, const json& extra = json::object(),
+Result<std::string> render(const std::string& source, const ojson& extra = ojson::object(),
                            const ChatTemplateLimits* limits = nullptr) {
   TH_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(source));
   if (limits) t.set_limits(*limits);
@@ -109,7 +109,7 @@ TEST(ChatTemplateEngine, RendersAsWorkedOutByHand) {
 }
 
 TEST(ChatTemplateEngine, ExtraContextKeepsKeyOrder) {
-  const json extra = json::parse(R"({"tools": [{"name": "f", "z": 1, "a": 2.0}], "date_string": "1 Jan 2025"})");
+  const ojson extra = ojson::parse(R"({"tools": [{"name": "f", "z": 1, "a": 2.0}], "date_string": "1 Jan 2025"})");
   Result<std::string> r = render("{{ tools|tojson }}|{{ date_string }}", extra);
   ASSERT_TRUE(r.ok()) << r.message();
   // 2.0 is the integer 2, as JSON.parse gives it.
@@ -121,7 +121,7 @@ TEST(ChatTemplateEngine, RenderJsonPassesToolCalls) {
       "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function.name }}"
       "{{ m.tool_calls[0].function.arguments|tojson }}{% else %}{{ m.content }}{% endif %};{% endfor %}");
   ASSERT_TRUE(t.ok()) << t.message();
-  const json messages = json::parse(R"([{"role": "user", "content": "go"},
+  const ojson messages = ojson::parse(R"([{"role": "user", "content": "go"},
       {"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]}])");
   Result<std::string> r = t->render_json(messages, false, "", "");
   ASSERT_TRUE(r.ok()) << r.message();
@@ -166,7 +166,7 @@ TEST(ChatTemplateEngine, StrftimeNowFormatsTheLocalTime) {
 
 void expect_error(const std::string& source, const std::string& fragment, const ChatTemplateLimits* limits = nullptr) {
   SCOPED_TRACE(source.substr(0, 80));
-  Result<std::string> r = render(source, json::object(), limits);
+  Result<std::string> r = render(source, ojson::object(), limits);
   ASSERT_FALSE(r.ok()) << "rendered: " << r.value().substr(0, 200);
   EXPECT_NE(r.message().find(fragment), std::string::npos) << r.message();
   EXPECT_EQ(r.message().find('\n'), std::string::npos) << "one line: " << r.message();

@@ -60,7 +60,7 @@ struct BenchModelFlags {
   int64_t prompt = 512, ubatch = 512, gen = 128, batch_gen = 32;
   int reps = 3;
   uint64_t seed = 1234;
-  bool json = false, no_probe = false;
+  bool json = false, no_probe = false, probe_each_rep = false;
   double bandwidth_gbps = 0, int8_gops = 0, fp32_gflops = 0;  // 0: measure (unless --no-probe)
   int64_t probe_mib = 2048;
   int probe_reps = 5;
@@ -202,15 +202,20 @@ Result<Speed> repeat(int reps, double tokens, const char* what, F&& seconds) {
 
 // The machine's limits (bandwidth, int8 and fp32 peaks), measured unless given by flags;
 // `probes` gets what each probe saw.
+// The bandwidth probe (--probe-mib, --threads, --probe-reps).
+Result<cpu::BandwidthResult> probe_bandwidth(const BenchModelFlags& f) {
+  cpu::BandwidthOptions o;
+  o.total_bytes = static_cast<size_t>(f.probe_mib) << 20;
+  o.n_threads = f.threads;
+  o.reps = f.probe_reps;
+  return cpu::measure_bandwidth(o);
+}
+
 Result<MachinePeaks> measure_peaks(const BenchModelFlags& f, cpu::Isa isa, Json& probes) {
   MachinePeaks peaks{f.bandwidth_gbps, f.int8_gops, f.fp32_gflops};
   if (!f.no_probe && peaks.bandwidth_gb_per_s <= 0) {
     progress("bandwidth probe: %lld MiB, %d threads, %d reps", static_cast<long long>(f.probe_mib), f.threads, f.probe_reps);
-    cpu::BandwidthOptions o;
-    o.total_bytes = static_cast<size_t>(f.probe_mib) << 20;
-    o.n_threads = f.threads;
-    o.reps = f.probe_reps;
-    Result<cpu::BandwidthResult> bw = cpu::measure_bandwidth(o);
+    Result<cpu::BandwidthResult> bw = probe_bandwidth(f);
     if (!bw.ok()) return bw.status();
     peaks.bandwidth_gb_per_s = bw->read_gb_per_s.best;
     probes["bandwidth"] = {{"read_best_gb_per_s", bw->read_gb_per_s.best},
@@ -250,6 +255,8 @@ struct IsaRun {
   Speed prefill;
   std::map<int64_t, Speed> decode;   // by context (positions before the first timed token)
   std::map<int64_t, Speed> batched;  // by batch, at the first context
+  // --probe-each-rep: the bandwidth probe's best just before each decode rep (first context).
+  std::vector<double> rep_probe_gbps;
 };
 
 // What one `bench model` run measured, for the JSON and the table.
@@ -303,6 +310,18 @@ Result<ComputeAccuracy> accuracy_vs_fp32(LlamaModel& m, Backend& backend, const 
 }
 
 
+// --probe-each-rep: each decode rep (first context) as a % of the ceiling at its own probe.
+std::vector<double> rep_pcts(const BenchModelRun& r, const IsaRun& run, int64_t ctx) {
+  std::vector<double> p;
+  const std::vector<double>& v = run.decode.at(ctx).samples;
+  for (size_t i = 0; i < v.size() && i < run.rep_probe_gbps.size(); ++i) {
+    MachinePeaks at = r.peaks;
+    at.bandwidth_gb_per_s = run.rep_probe_gbps[i];
+    p.push_back(pct(v[i], decode_ceiling_tokens_per_s(r.cost, at, 1)));
+  }
+  return p;
+}
+
 Json speeds_json(const std::map<int64_t, Speed>& m, const std::function<Json(int64_t, const Speed&)>& value) {
   Json o = Json::object();
   for (const auto& [k, s] : m) o[std::to_string(k)] = value(k, s);
@@ -324,6 +343,12 @@ Json run_json(const BenchModelFlags& f, const BenchModelRun& r, const IsaRun& ru
   j["decode_tokens_per_s"] = decode.median;
   j["decode_ceiling_tokens_per_s"] = number_or_null(decode_ceiling);
   j["decode_pct_of_ceiling"] = number_or_null(pct(decode.median, decode_ceiling));
+  if (!run.rep_probe_gbps.empty()) {
+    const std::vector<double> p = rep_pcts(r, run, f.contexts.front());
+    j["decode_rep_probe_gb_per_s"] = run.rep_probe_gbps;
+    j["decode_rep_pct_of_ceiling"] = p;
+    j["decode_pct_of_rep_ceilings"] = median(p);
+  }
   j["decode_at_context_tokens_per_s"] = speeds_json(run.decode, [](int64_t, const Speed& s) { return s.median; });
   auto ceiling = [&](int64_t b) { return decode_ceiling_tokens_per_s(r.cost, r.peaks, b); };
   j["batched_decode_tokens_per_s"] = speeds_json(run.batched, [](int64_t, const Speed& s) { return s.median; });
@@ -378,6 +403,17 @@ void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
   std::printf("%s\n", j.dump(2).c_str());
 }
 
+std::string join_numbers(const std::vector<double>& v, const char* fmt) {
+  std::string s;
+  char buf[64];
+  for (double x : v) {
+    std::snprintf(buf, sizeof buf, fmt, x);
+    if (!s.empty()) s += ' ';
+    s += buf;
+  }
+  return s;
+}
+
 std::string or_dash(double v, const char* fmt) {
   if (!(v > 0)) return "-";
   char buf[64];
@@ -415,6 +451,12 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
     for (int64_t ctx : f.contexts)
       row("decode " + std::to_string(f.gen) + " @ " + std::to_string(ctx) + " (batch 1)", run.decode.at(ctx).median,
           decode_ceiling);
+    if (!run.rep_probe_gbps.empty()) {
+      const std::vector<double> p = rep_pcts(r, run, f.contexts.front());
+      std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
+      std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(run.rep_probe_gbps, "%.1f").c_str(),
+                  join_numbers(p, "%.1f").c_str());
+    }
     for (const auto& [b, s] : run.batched) {
       if (b == 1) continue;
       row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
@@ -448,7 +490,13 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
                       }));
   for (int64_t ctx : f.contexts) {
     progress("decode: %lld tokens, batch 1, after %lld", static_cast<long long>(f.gen), static_cast<long long>(ctx));
-    TH_ASSIGN_OR_RETURN(run.decode[ctx], repeat(f.reps, static_cast<double>(f.gen), "decode", [&] {
+    const bool each = f.probe_each_rep && ctx == f.contexts.front();
+    TH_ASSIGN_OR_RETURN(run.decode[ctx], repeat(f.reps, static_cast<double>(f.gen), "decode", [&]() -> Result<double> {
+                          if (each) {
+                            TH_ASSIGN_OR_RETURN(cpu::BandwidthResult bw, probe_bandwidth(f));
+                            run.rep_probe_gbps.push_back(bw.read_gb_per_s.best);
+                            progress("bandwidth probe before the rep: %.1f GB/s", bw.read_gb_per_s.best);
+                          }
                           return time_decode(m, backend, 1, ctx, f.gen, f.seed, type, kv);
                         }));
   }
@@ -550,6 +598,9 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
       ->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
   app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)");
+  app->add_flag("--probe-each-rep", f->probe_each_rep,
+                "also a bandwidth probe just before each batch-1 decode rep (first context), and the decode %% "
+                "against each rep's own probe (median): the bandwidth of a shared VM moves between minutes");
   app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")
       ->check(CLI::PositiveNumber);
   app->add_option("--int8-gops", f->int8_gops, "int8 peak in GOPS instead of measuring it")->check(CLI::PositiveNumber);

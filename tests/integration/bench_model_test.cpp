@@ -146,6 +146,37 @@ TEST(BenchModelCli, JsonOnAFloatModelHasEveryFieldAndConsistentCeilings) {
             j["probes"]["bandwidth"]["read_median_gb_per_s"].get<double>());
 }
 
+// --probe-each-rep: a probe before each decode rep, and each rep's % of the ceiling at its own
+// probe (the main figures stay against the one probe at the start).
+TEST(BenchModelCli, ProbeEachRepReportsEachRepAgainstItsOwnProbe) {
+  const Json j = run_json(bench_args(stories(), {"--batch", "1", "--json", "--probe-each-rep"}));
+  ASSERT_TRUE(j.is_object());
+  expect_consistent(j, {1}, 2);
+  const double per_token = j["model"]["weight_bytes_per_token"].get<double>();
+  const Json& run = j["runs"][0];
+  const Json& probes = run["decode_rep_probe_gb_per_s"];
+  const Json& pcts = run["decode_rep_pct_of_ceiling"];
+  const Json& samples = run["samples"]["decode_tokens_per_s"];
+  ASSERT_EQ(probes.size(), 2u) << run.dump();
+  ASSERT_EQ(pcts.size(), 2u);
+  ASSERT_EQ(samples.size(), 2u);
+  const double int8 = j["int8_peak_gops"].get<double>(), fp32 = j["fp32_peak_gflops"].get<double>();
+  const double flops = j["model"]["fp32_flops_per_token"].get<double>(), ops = j["model"]["int8_ops_per_token"].get<double>();
+  const double compute = 1.0 / (ops / (int8 * 1e9) + flops / (fp32 * 1e9));
+  std::vector<double> p;
+  for (size_t i = 0; i < 2; ++i) {
+    const double bw = probes[i].get<double>();
+    EXPECT_GT(bw, 0);
+    const double ceiling = std::min(bw * 1e9 / per_token, compute);
+    EXPECT_NEAR(pcts[i].get<double>(), 100.0 * samples[i].get<double>() / ceiling, 1e-9 * pcts[i].get<double>());
+    p.push_back(pcts[i].get<double>());
+  }
+  EXPECT_NEAR(run["decode_pct_of_rep_ceilings"].get<double>(), 0.5 * (p[0] + p[1]), 1e-9 * p[0]);  // the median
+  // Without the flag, no such fields.
+  const Json k = run_json(bench_args(stories(), {"--batch", "1", "--json", "--no-probe", "--bandwidth-gbps", "10"}));
+  EXPECT_FALSE(k["runs"][0].contains("decode_rep_probe_gb_per_s"));
+}
+
 TEST(BenchModelCli, JsonOnAQuantizedSyntheticModelCountsIntegerWork) {
   // 64 wide, 2 layers, 4 heads, 2 KV heads, n_ff 96, 32000-token vocab, q8_0: 2,109,440 MACs per
   // token (forward_cost_test works the count out), all on the integer unit.

@@ -71,7 +71,8 @@ BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1, 2}, {512, 4096, 16384}})->Unit(b
 // AVX-512 table: positions in spans over every kv head, shared by the threads, then merged),
 // over TinyLlama's 22 layers' own K/V in turn, so that each layer's rows come from memory as
 // in the model (one layer's 4 MB at 4,096 positions would stay in the last-level cache).
-// Wall time per layer; args: ISA, positions, threads, K/V type (0 f16, 1 f32).
+// Wall time per layer; args: ISA, positions, threads, K/V type (0 f16, 1 f32). 24 and 40
+// positions: a short chat's decode, where the fixed cost of a call (q into lanes, merging) shows.
 void BM_AttentionDecodeBackend(benchmark::State& state) {
   const auto isa = static_cast<cpu::Isa>(state.range(0));
   if (!runs_isa_or_skips(state, isa)) return;
@@ -116,7 +117,7 @@ void BM_AttentionDecodeBackend(benchmark::State& state) {
   for (float* p : {q, out}) be->free(p);
 }
 BENCHMARK(BM_AttentionDecodeBackend)
-    ->ArgsProduct({{1, 2}, {4096, 16384}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{1, 2}, {24, 40, 4096, 16384}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

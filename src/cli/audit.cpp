@@ -17,8 +17,6 @@
 namespace th::cli {
 namespace {
 
-using namespace th::audit;
-
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;

@@ -200,8 +200,6 @@ Result<Speed> repeat(int reps, double tokens, const char* what, F&& seconds) {
   return s;
 }
 
-// The machine's limits (bandwidth, int8 and fp32 peaks), measured unless given by flags;
-// `probes` gets what each probe saw.
 // The bandwidth probe (--probe-mib, --threads, --probe-reps).
 Result<cpu::BandwidthResult> probe_bandwidth(const BenchModelFlags& f) {
   cpu::BandwidthOptions o;
@@ -211,6 +209,8 @@ Result<cpu::BandwidthResult> probe_bandwidth(const BenchModelFlags& f) {
   return cpu::measure_bandwidth(o);
 }
 
+// The machine's limits (bandwidth, int8 and fp32 peaks), measured unless given by flags;
+// `probes` gets what each probe saw.
 Result<MachinePeaks> measure_peaks(const BenchModelFlags& f, cpu::Isa isa, Json& probes) {
   MachinePeaks peaks{f.bandwidth_gbps, f.int8_gops, f.fp32_gflops};
   if (!f.no_probe && peaks.bandwidth_gb_per_s <= 0) {
@@ -448,14 +448,15 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
     std::printf("\n%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
     row("prefill " + std::to_string(f.prompt) + " (ubatch " + std::to_string(f.ubatch) + ")", run.prefill.median,
         prefill_ceiling);
-    for (int64_t ctx : f.contexts)
+    for (int64_t ctx : f.contexts) {
       row("decode " + std::to_string(f.gen) + " @ " + std::to_string(ctx) + " (batch 1)", run.decode.at(ctx).median,
           decode_ceiling);
-    if (!run.rep_probe_gbps.empty()) {
-      const std::vector<double> p = rep_pcts(r, run, f.contexts.front());
-      std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
-      std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(run.rep_probe_gbps, "%.1f").c_str(),
-                  join_numbers(p, "%.1f").c_str());
+      if (ctx == f.contexts.front() && !run.rep_probe_gbps.empty()) {  // --probe-each-rep
+        const std::vector<double> p = rep_pcts(r, run, ctx);
+        std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
+        std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(run.rep_probe_gbps, "%.1f").c_str(),
+                    join_numbers(p, "%.1f").c_str());
+      }
     }
     for (const auto& [b, s] : run.batched) {
       if (b == 1) continue;
@@ -597,10 +598,12 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   app->add_option("--kv-type", f->kv_type, "KV cache type (f16 as llama-bench's default; serve's is --kv-dtype)")
       ->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
-  app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)");
-  app->add_flag("--probe-each-rep", f->probe_each_rep,
-                "also a bandwidth probe just before each batch-1 decode rep (first context), and the decode %% "
-                "against each rep's own probe (median): the bandwidth of a shared VM moves between minutes");
+  CLI::Option* each = app->add_flag(
+      "--probe-each-rep", f->probe_each_rep,
+      "also a bandwidth probe just before each batch-1 decode rep (first context), and the decode % against each "
+      "rep's own probe (median): the bandwidth of a shared VM moves between minutes");
+  app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)")
+      ->excludes(each);
   app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")
       ->check(CLI::PositiveNumber);
   app->add_option("--int8-gops", f->int8_gops, "int8 peak in GOPS instead of measuring it")->check(CLI::PositiveNumber);

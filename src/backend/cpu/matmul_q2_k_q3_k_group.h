@@ -123,8 +123,9 @@ struct Q2KGroup : LaneMins {
   }
 
   // Both super-blocks' 16 scale bytes as int16 in vpackssdw's order (128-bit block k: bytes
-  // 4k .. 4k + 3 of s0, then of s1). kGfni (VBMI): one masked vpermb of s0 | s1, where the
-  // plain form takes two unpacks, an insert and a zero extension (one-token q2_K in cache
+  // 4k .. 4k + 3 of s0, then of s1). kGfni (VBMI): s0 and s1 side by side (one insert), then
+  // one masked vpermb, where the plain form takes two unpacks, the insert and a zero
+  // extension (one-token q2_K in cache
   // 1.03x, decode 1.02x paired on the Zen 5 VM: BENCHMARKS "Session 15").
   static __m512i pair_scales(__m128i s0, __m128i s1) {
     if constexpr (kGfni) {
@@ -133,6 +134,8 @@ struct Q2KGroup : LaneMins {
       const __m512i idx = _mm512_set_epi16(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8,
                                            23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
       return _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, idx, both);
+#else
+      static_assert(!kGfni, "the GFNI trait is compiled with -mavx512vbmi");
 #endif
     }
     return _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi32(s0, s1), _mm_unpacklo_epi32(s0, s1)));

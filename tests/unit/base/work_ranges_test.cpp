@@ -16,8 +16,12 @@ void check_pieces(const std::vector<std::pair<int64_t, int64_t>>& pieces, int64_
     ASSERT_LT(b, e);
     ASSERT_LE(e, n);
     EXPECT_EQ(b % grain, 0) << b;
-    if (e != n) EXPECT_EQ(e % grain, 0) << e;
-    if (cap > 0) EXPECT_LE(e - b, cap);
+    if (e != n) {
+      EXPECT_EQ(e % grain, 0) << e;
+    }
+    if (cap > 0) {
+      EXPECT_LE(e - b, cap);
+    }
     for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
   }
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], 1) << "item " << i;

@@ -51,7 +51,9 @@ TEST(StaticAsset, PagesReferenceOnlyEmbeddedFiles) {
       ASSERT_FALSE(target.empty()) << a.path;
       if (target == "data:,") continue;  // the empty favicon: no request at all
       EXPECT_EQ(target[0], '/') << a.path << ": " << target;
-      if (target.starts_with("/ui/")) EXPECT_NE(find_asset(target), nullptr) << a.path << ": " << target;
+      if (target.starts_with("/ui/")) {
+        EXPECT_NE(find_asset(target), nullptr) << a.path << ": " << target;
+      }
     }
   }
   EXPECT_EQ(pages, 3);  // playground, dashboard, cluster

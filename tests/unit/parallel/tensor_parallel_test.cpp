@@ -63,7 +63,9 @@ std::vector<float> run_split(const GgufFile& f, int n, ComputeType type = Comput
       auto m = LlamaModel::load(f, *b, 0, comms[static_cast<size_t>(r)].get());
       ASSERT_TRUE(m.ok()) << m.message();
       Status s;
-      if (type != ComputeType::Native) ASSERT_TRUE((*m)->add_compute_type(type, 1).ok());
+      if (type != ComputeType::Native) {
+        ASSERT_TRUE((*m)->add_compute_type(type, 1).ok());
+      }
       s = (*m)->follow();
       EXPECT_TRUE(s.ok()) << s.message();
     });
@@ -71,7 +73,9 @@ std::vector<float> run_split(const GgufFile& f, int n, ComputeType type = Comput
   auto m = LlamaModel::load(f, *b, 0, comms[0].get());
   EXPECT_TRUE(m.ok()) << m.message();
   EXPECT_EQ((*m)->config().n_head_kv * n, (*LlamaModel::load(f, *b))->config().n_head_kv);
-  if (type != ComputeType::Native) EXPECT_TRUE((*m)->add_compute_type(type, 1).ok());
+  if (type != ComputeType::Native) {
+    EXPECT_TRUE((*m)->add_compute_type(type, 1).ok());
+  }
   std::vector<float> out = run(**m, *b, type);
   EXPECT_TRUE((*m)->stop_followers().ok());
   for (std::thread& t : followers) t.join();
@@ -82,7 +86,9 @@ std::vector<float> run_whole(const GgufFile& f, ComputeType type = ComputeType::
   auto b = backend();
   auto m = LlamaModel::load(f, *b);
   EXPECT_TRUE(m.ok()) << m.message();
-  if (type != ComputeType::Native) EXPECT_TRUE((*m)->add_compute_type(type, 1).ok());
+  if (type != ComputeType::Native) {
+    EXPECT_TRUE((*m)->add_compute_type(type, 1).ok());
+  }
   return run(**m, *b, type);
 }
 

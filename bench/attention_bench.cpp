@@ -5,7 +5,6 @@
 //   build/micro_bench --benchmark_filter=AttentionDecode
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <memory>
 #include <random>
 #include <span>
@@ -21,8 +20,7 @@ using namespace th;
 
 // False (the benchmark marked skipped) when this CPU cannot run `isa`.
 bool runs_isa_or_skips(benchmark::State& state, cpu::Isa isa) {
-  const std::vector<cpu::Isa>& have = cpu::available_isas();
-  if (std::find(have.begin(), have.end(), isa) != have.end()) return true;
+  if (cpu::has_isa(isa)) return true;
   state.SkipWithError("this CPU lacks the ISA");
   return false;
 }

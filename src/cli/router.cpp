@@ -32,10 +32,6 @@
 
 namespace th::cli {
 
-namespace {
-
-}  // namespace
-
 int run_router(int argc, char** argv) {
   CLI::App app{"Route the OpenAI-compatible and native API to many cells: load- and prefix-aware, failure "
                "detection by heartbeats, streams moved to a healthy cell when theirs fails.",

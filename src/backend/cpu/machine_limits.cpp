@@ -176,8 +176,7 @@ Result<ComputeResult> measure_peak(const ComputeOptions& opt, const probe::PeakK
 }
 
 Status check_isa(Isa isa) {
-  const std::vector<Isa>& isas = available_isas();
-  if (std::find(isas.begin(), isas.end(), isa) == isas.end())
+  if (!has_isa(isa))
     return Status::errorf("probe: this CPU cannot run ", isa_name(isa), " code");
   return ok_status();
 }

@@ -125,8 +125,8 @@ struct Q2KGroup : LaneMins {
   // Both super-blocks' 16 scale bytes as int16 in vpackssdw's order (128-bit block k: bytes
   // 4k .. 4k + 3 of s0, then of s1). kGfni (VBMI): s0 and s1 side by side (one insert), then
   // one masked vpermb, where the plain form takes two unpacks, the insert and a zero
-  // extension (one-token q2_K in cache
-  // 1.03x, decode 1.02x paired on the Zen 5 VM: BENCHMARKS "Session 15").
+  // extension (one-token q2_K in cache 1.03x, decode 1.02x paired on the Zen 5 VM:
+  // BENCHMARKS "Session 15").
   static __m512i pair_scales(__m128i s0, __m128i s1) {
     if constexpr (kGfni) {
 #ifdef __AVX512VBMI__

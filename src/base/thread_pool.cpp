@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdint>
@@ -22,25 +23,44 @@ namespace th {
 namespace {
 
 // PAUSE takes about 65 cycles on Zen 2/3 (140 on Skylake and later), and a
-// sched_yield with nothing else runnable under a microsecond, so 2^11 polls are
+// sched_yield with nothing else runnable 0.3-1.2 us, so 2^11 polls are
 // roughly 0.1-0.3 ms: far longer than the gap between two ops of a forward pass
 // (a few microseconds), far shorter than a sampling step or an idle server,
 // after which the thread sleeps instead.
 constexpr int kSpinPolls = 1 << 11;
 
-// Every 8th poll yields the CPU. On a machine with more runnable threads than
-// cores, a pure PAUSE spin holds the core that a preempted worker needs to
-// finish its share: measured on 2 shared cores at load average 11, a run of 2
+// A wait first only pauses, for kPurePolls polls (about 10 us: 18 ns a PAUSE on
+// the Zen 5 VM, 40 on Sapphire Rapids), then also yields the CPU every 8th poll.
+// The pure spin is for a machine with a core for every worker: there a
+// sched_yield returns at once, but as a system call, which cost the Zen 5 VM of
+// session 16 1.2 us, so a worker spent 90% of its polling inside it and saw its
+// next job 0.6 us late on average (BENCHMARKS "Session 16": decode of the 110M
+// q2_K model on 2 threads 1.10x as fast). The yields are for an oversubscribed
+// machine, where a pure PAUSE spin holds the core that a preempted worker needs
+// to finish its share: measured on 2 shared cores at load average 11, a run of 2
 // threads took 300 us with pure spinning and 9-13 us with a yield every 4-16
-// polls (20 us every 64). On an idle machine the yield returns at once.
-inline void poll_pause(int i) {
-  if ((i & 7) == 7) {
+// polls (20 us every 64). `run` tells the two apart every kCheckRuns runs by the
+// process's involuntary context switches since the last count (a yield that let
+// another thread run is one, one that returned at once is not): more than
+// kCheckRuns / 8 and the next kCheckRuns runs' waits yield from the start. On the
+// quiet VM a count saw 1-4, with a second 2-thread process on its 2 vCPUs 128 or
+// more.
+constexpr int kPurePolls = 1 << 9;
+constexpr uint32_t kCheckRuns = 64;
+
+inline void poll_pause(int i, int pure_polls) {
+  if (i >= pure_polls && (i & 7) == 7) {
     sched_yield();
     return;
   }
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #endif
+}
+
+long involuntary_switches() {
+  rusage u{};
+  return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_nivcsw : 0;
 }
 
 void pin_thread(pthread_t thread, int cpu) {
@@ -72,6 +92,11 @@ struct ThreadPool::Impl {
   alignas(kLine) std::atomic<int> sleepers{0};         // workers blocked (or about to block) on generation
   alignas(kLine) std::atomic<int> pending{0};          // workers still running this generation's job
   alignas(kLine) std::atomic<bool> caller_asleep{false};
+  // kPurePolls, or 0 while other threads want these CPUs (poll_pause); the caller's
+  // count of runs and of the process's involuntary switches at the last check.
+  alignas(kLine) std::atomic<int> pure_polls{kPurePolls};
+  uint32_t runs = 0;
+  long switches = 0;
 
   bool pinned = false;
   pthread_t owner{};
@@ -82,10 +107,11 @@ struct ThreadPool::Impl {
   // that either the waker sees our increment or we see its new generation
   // (store-buffer ordering, as in Dekker's algorithm).
   uint32_t await_generation(uint32_t seen) {
+    const int pure = pure_polls.load(std::memory_order_relaxed);
     for (int i = 0; i < kSpinPolls; ++i) {
       const uint32_t g = generation.load(std::memory_order_acquire);
       if (g != seen) return g;
-      poll_pause(i);
+      poll_pause(i, pure);
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     uint32_t g;
@@ -108,9 +134,10 @@ struct ThreadPool::Impl {
   }
 
   void wait_for_workers() {
+    const int pure = pure_polls.load(std::memory_order_relaxed);
     for (int i = 0; i < kSpinPolls; ++i) {
       if (pending.load(std::memory_order_acquire) == 0) return;
-      poll_pause(i);
+      poll_pause(i, pure);
     }
     caller_asleep.store(true, std::memory_order_seq_cst);
     int p;
@@ -163,6 +190,11 @@ void ThreadPool::run(const std::function<void(int, int)>& job) {
   if (s.n == 1) {
     job(0, 1);
     return;
+  }
+  if (++s.runs % kCheckRuns == 0) {
+    const long now = involuntary_switches();
+    s.pure_polls.store(now - s.switches > kCheckRuns / 8 ? 0 : kPurePolls, std::memory_order_relaxed);
+    s.switches = now;
   }
   s.job = &job;
   s.pending.store(s.n - 1, std::memory_order_relaxed);

@@ -5,8 +5,9 @@
 // allocation per op.
 //
 // Waiting is spin-then-block: a worker that finds no new job polls for about
-// 0.1-0.3 ms (pausing, and yielding the CPU every few polls so that a preempted
-// worker on an oversubscribed machine can finish), then sleeps on a futex
+// 0.1-0.3 ms (pausing, and after the first ~10 us, or at once when other threads
+// have been taking these CPUs, yielding the CPU every few polls so that a
+// preempted worker on an oversubscribed machine can finish), then sleeps on a futex
 // (std::atomic::wait). Ops of one forward pass follow each other within
 // microseconds, so back-to-back runs cost no system call; an idle pool between
 // requests burns no CPU. `run` issues a wake-up system call only when some

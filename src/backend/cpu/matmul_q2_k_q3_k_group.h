@@ -15,7 +15,10 @@
 //   q2_K: one 64-byte load, 3 shifts and 4 ands (or 4 vgf2p8affineqb); dot = 4 vpdpbusd (levels 0..3 x s8)
 //         acc += cvt(dot) * (d s_l * d_a);  acc -= (dmin m_l) * (d_a bsums[l])   (q4_K's step)
 //   q3_K: the same two bits, plus the third one from four 64-bit masks (kmovq + a masked
-//         byte add of 4); dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
+//         byte add of 4); GFNI: three 3-bit levels and a bit of the fourth in each nibble of
+//         three 32-byte sources, 6 vgf2p8affineqb and an or (12 ops -> 7: in cache 1.12x,
+//         decode 1.07x paired, BENCHMARKS "Session 16");
+//         dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
 //         acc += cvt(dot) * (d (s_l - 32) * d_a)
 // plus the lane scales (one 16-byte load, widen, convert, multiply): about 25 zmm ops per
 // super-block, each row's super-block decoded once for the tile's tokens. One token of q2_K
@@ -31,6 +34,10 @@
 //   q3_K (110): [0, 64) the low two bits' image as q2_K's, [64, 96) mask k (8 bytes, k = 0..3:
 //               bit 4l + i is the third bit of element 16l + 4k + i), [96, 108) the file's
 //               scales (the GFNI variant: s_l - 32 as 6-bit fields, lane_scales), [108, 110) d.
+//               The GFNI variant's [0, 96): sources m = 0..2 of 32 bytes, byte j % 32 of
+//               source m holding lane j's (j = 4l + i) nibble (the low one for j < 32): the
+//               level of element 16l + 4m + i in bits 0-2, bit m of element 16l + 12 + i's in
+//               bit 3 (Q3KGroup::pack, load).
 //
 // Rounding: the integer sums are exact in both paths; this path scales each lane's sum, the
 // AVX2 path each block's scaled integer sum, so packed results are not bit-identical to
@@ -201,16 +208,48 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
   using Regs = KqRegs;
 
   static Regs load(const uint8_t* g) {
-    Regs r = low_bits<kGfni>(g);
-    const __m512i four = _mm512_set1_epi8(4);
+    if constexpr (kGfni) {
+#ifdef __GFNI__
+      // pack's three 32-byte sources, each in both 256-bit halves: byte j (of 64) holds lane
+      // j's nibble in its bits 0-3 for j < 32, in bits 4-7 for j >= 32. Register m < 3 is
+      // bits 0-2 of source m's nibble; register 3 bit m is bit 3 of it.
+      __m512i src[3];
+#pragma GCC unroll 3
+      for (int m = 0; m < 3; ++m)
+        src[m] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 * m)));
+      // Matrix byte 7 - b picks the input bits of output bit b (per qword: the lower four
+      // qwords read the low nibble, the upper four the high one).
+      const __m512i level = _mm512_set_epi64(kLevelHi, kLevelHi, kLevelHi, kLevelHi, kLevelLo, kLevelLo, kLevelLo,
+                                             kLevelLo);
+      Regs r;
+#pragma GCC unroll 3
+      for (int m = 0; m < 3; ++m) r.w[m] = _mm512_gf2p8affine_epi64_epi8(src[m], level, 0);
+      __m512i top[3];
+#pragma GCC unroll 3
+      for (int m = 0; m < 3; ++m) {
+        const int64_t lo = int64_t{1} << (8 * (7 - m) + 3), hi = int64_t{1} << (8 * (7 - m) + 7);
+        top[m] = _mm512_gf2p8affine_epi64_epi8(src[m], _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo), 0);
+      }
+      r.w[3] = _mm512_ternarylogic_epi64(top[0], top[1], top[2], 0xFE);  // or
+      return r;
+#else
+      static_assert(!kGfni, "the GFNI trait is compiled with -mgfni");
+#endif
+    } else {
+      Regs r = two_bit_regs(g);
+      const __m512i four = _mm512_set1_epi8(4);
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      uint64_t bits;
-      std::memcpy(&bits, g + kMasks + 8 * k, 8);
-      r.w[k] = _mm512_mask_add_epi8(r.w[k], _cvtu64_mask64(bits), r.w[k], four);
+      for (int k = 0; k < 4; ++k) {
+        uint64_t bits;
+        std::memcpy(&bits, g + kMasks + 8 * k, 8);
+        r.w[k] = _mm512_mask_add_epi8(r.w[k], _cvtu64_mask64(bits), r.w[k], four);
+      }
+      return r;
     }
-    return r;
   }
+  // Output bits 0-2 from input bits 0-2 (kLevelLo) or 4-6 (kLevelHi).
+  static constexpr int64_t kLevelLo = int64_t{1} << 56 | int64_t{2} << 48 | int64_t{4} << 40;
+  static constexpr int64_t kLevelHi = kLevelLo << 4;
   // d * (s_l - 32) in lane l (exact: an 11-bit d times a 6-bit scale). kGfni: the packed
   // scales are 6-bit fields (pack), which one vpmultishiftqb moves to bits 2-7 of byte l
   // (window 6l - 2 of its qword, the two bits below masked off): 4 (s_l - 32) as int8, the 4
@@ -232,17 +271,28 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
     }
   }
   static void pack(const uint8_t* src, uint8_t* dst) {
-    write_low_bits(src + offsetof(BlockQ3_K, qs), dst);
     const uint8_t* hm = src + offsetof(BlockQ3_K, hmask);
     // Element e's third bit: bit e / 32 of hmask[e % 32].
-    for (int k = 0; k < 4; ++k) {
-      uint64_t bits = 0;
-      for (int l = 0; l < 16; ++l)
-        for (int i = 0; i < 4; ++i) {
-          const int e = 16 * l + 4 * k + i;
-          bits |= static_cast<uint64_t>((hm[e % 32] >> (e / 32)) & 1) << (4 * l + i);
+    auto level = [&](int e) { return two_bits_at(src + offsetof(BlockQ3_K, qs), e) | ((hm[e % 32] >> (e / 32)) & 1) << 2; };
+    if constexpr (kGfni) {
+      // Lane j's (j = 4l + i) nibble of source m: register m's level in bits 0-2, bit m of
+      // register 3's in bit 3 (register k: element 16l + 4k + i); at byte j % 32 of source m,
+      // in the low nibble for j < 32, the high one for j >= 32.
+      std::memset(dst, 0, 96);
+      for (int j = 0; j < 64; ++j) {
+        const int l = j / 4, i = j % 4, r3 = level(16 * l + 12 + i);
+        for (int m = 0; m < 3; ++m) {
+          const int nibble = level(16 * l + 4 * m + i) | ((r3 >> m) & 1) << 3;
+          dst[32 * m + j % 32] = static_cast<uint8_t>(dst[32 * m + j % 32] | nibble << (4 * (j / 32)));
         }
-      std::memcpy(dst + kMasks + 8 * k, &bits, 8);
+      }
+    } else {
+      write_low_bits(src + offsetof(BlockQ3_K, qs), dst);
+      for (int k = 0; k < 4; ++k) {  // mask k: bit 4l + i is the third bit of element 16l + 4k + i
+        uint64_t bits = 0;
+        for (int j = 0; j < 64; ++j) bits |= static_cast<uint64_t>(level(16 * (j / 4) + 4 * k + j % 4) >> 2) << j;
+        std::memcpy(dst + kMasks + 8 * k, &bits, 8);
+      }
     }
     if constexpr (kGfni) {
       // s_l - 32 as 6-bit fields: l = 0..7 at bits 6l of bytes [96, 102), l = 8..15 of [102, 108).

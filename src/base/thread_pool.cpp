@@ -29,7 +29,7 @@ namespace {
 // after which the thread sleeps instead.
 constexpr int kSpinPolls = 1 << 11;
 
-// A wait first only pauses, for kPurePolls polls (about 10 us: 18 ns a PAUSE on
+// A wait first only pauses, for kPurePolls polls (10-20 us: 18 ns a PAUSE on
 // the Zen 5 VM, 40 on Sapphire Rapids), then also yields the CPU every 8th poll.
 // The pure spin is for a machine with a core for every worker: there a
 // sched_yield returns at once, but as a system call, which cost the Zen 5 VM of
@@ -153,6 +153,7 @@ ThreadPool::ThreadPool(int n_threads, bool pin) : impl_(std::make_unique<Impl>()
   }
   Impl& s = *impl_;
   s.n = n_threads;
+  s.switches = involuntary_switches();
   const std::vector<int> cpus = pin ? allowed_cpus() : std::vector<int>{};
   s.threads.reserve(static_cast<size_t>(n_threads - 1));
   for (int i = 1; i < n_threads; ++i) {
@@ -193,7 +194,7 @@ void ThreadPool::run(const std::function<void(int, int)>& job) {
   }
   if (++s.runs % kCheckRuns == 0) {
     const long now = involuntary_switches();
-    s.pure_polls.store(now - s.switches > kCheckRuns / 8 ? 0 : kPurePolls, std::memory_order_relaxed);
+    s.pure_polls.store(now - s.switches > static_cast<long>(kCheckRuns / 8) ? 0 : kPurePolls, std::memory_order_relaxed);
     s.switches = now;
   }
   s.job = &job;

@@ -35,7 +35,7 @@
 //               bit 4l + i is the third bit of element 16l + 4k + i), [96, 108) the file's
 //               scales (the GFNI variant: s_l - 32 as 6-bit fields, lane_scales), [108, 110) d.
 //               The GFNI variant's [0, 96): sources m = 0..2 of 32 bytes, byte j % 32 of
-//               source m holding lane j's (j = 4l + i) nibble (the low one for j < 32): the
+//               source m holding register byte j's (j = 4l + i) nibble (the low one for j < 32): the
 //               level of element 16l + 4m + i in bits 0-2, bit m of element 16l + 12 + i's in
 //               bit 3 (Q3KGroup::pack, load).
 //
@@ -210,8 +210,8 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
   static Regs load(const uint8_t* g) {
     if constexpr (kGfni) {
 #ifdef __GFNI__
-      // pack's three 32-byte sources, each in both 256-bit halves: byte j (of 64) holds lane
-      // j's nibble in its bits 0-3 for j < 32, in bits 4-7 for j >= 32. Register m < 3 is
+      // pack's three 32-byte sources, each in both 256-bit halves: byte j (of 64) holds register
+      // byte j's nibble in its bits 0-3 for j < 32, in bits 4-7 for j >= 32. Register m < 3 is
       // bits 0-2 of source m's nibble; register 3 bit m is bit 3 of it.
       __m512i src[3];
 #pragma GCC unroll 3
@@ -275,7 +275,7 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
     // Element e's third bit: bit e / 32 of hmask[e % 32].
     auto level = [&](int e) { return two_bits_at(src + offsetof(BlockQ3_K, qs), e) | ((hm[e % 32] >> (e / 32)) & 1) << 2; };
     if constexpr (kGfni) {
-      // Lane j's (j = 4l + i) nibble of source m: register m's level in bits 0-2, bit m of
+      // Register byte j's (j = 4l + i) nibble of source m: register m's level in bits 0-2, bit m of
       // register 3's in bit 3 (register k: element 16l + 4k + i); at byte j % 32 of source m,
       // in the low nibble for j < 32, the high one for j >= 32.
       std::memset(dst, 0, 96);

@@ -5,7 +5,7 @@
 // allocation per op.
 //
 // Waiting is spin-then-block: a worker that finds no new job polls for about
-// 0.1-0.3 ms (pausing, and after the first ~10 us, or at once when other threads
+// 0.1-0.3 ms (pausing, and after the first 10-20 us, or at once when other threads
 // have been taking these CPUs, yielding the CPU every few polls so that a
 // preempted worker on an oversubscribed machine can finish), then sleeps on a futex
 // (std::atomic::wait). Ops of one forward pass follow each other within

@@ -15,9 +15,9 @@
 //   q2_K: one 64-byte load, 3 shifts and 4 ands (or 4 vgf2p8affineqb); dot = 4 vpdpbusd (levels 0..3 x s8)
 //         acc += cvt(dot) * (d s_l * d_a);  acc -= (dmin m_l) * (d_a bsums[l])   (q4_K's step)
 //   q3_K: the same two bits, plus the third one from four 64-bit masks (kmovq + a masked
-//         byte add of 4); GFNI: three 3-bit levels and a bit of the fourth in each nibble of
-//         three 32-byte sources, 6 vgf2p8affineqb and an or (12 ops -> 7: in cache 1.12x,
-//         decode 1.07x paired, BENCHMARKS "Session 16");
+//         byte add of 4); GFNI: registers 0-2 from the 3-bit levels in the nibbles of three
+//         32-byte sources, register 3 from their fourth bits, 6 vgf2p8affineqb and an or
+//         (12 ops -> 7: in cache 1.12x, decode 1.07x paired, BENCHMARKS "Session 16");
 //         dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
 //         acc += cvt(dot) * (d (s_l - 32) * d_a)
 // plus the lane scales (one 16-byte load, widen, convert, multiply): about 25 zmm ops per

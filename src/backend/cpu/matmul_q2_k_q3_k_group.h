@@ -12,7 +12,7 @@
 // Here lane l of a zmm register stands for sub-block l (elements 16l .. 16l + 15, each with
 // its own scale), register k holding elements 16l + 4k .. 16l + 4k + 3 in it, so per
 // (row, token, super-block):
-//   q2_K: one 64-byte load, 3 shifts and 4 ands (or 4 vgf2p8affineqb); dot = 4 vpdpbusd (levels 0..3 x s8)
+//   q2_K: one 64-byte load, 3 shifts and 4 ands (or an and and 3 vgf2p8affineqb); dot = 4 vpdpbusd (levels 0..3 x s8)
 //         acc += cvt(dot) * (d s_l * d_a);  acc -= (dmin m_l) * (d_a bsums[l])   (q4_K's step)
 //   q3_K: the same two bits, plus the third one from four 64-bit masks (kmovq + a masked
 //         byte add of 4); GFNI: registers 0-2 from the 3-bit levels in the nibbles of three
@@ -61,19 +61,21 @@ void write_low_bits(const uint8_t* qs, uint8_t* img) {
 }
 
 // The four two-bit registers of a packed super-block (two_bit_regs). kGfni
-// (matmul_q2_k_q3_k_avx512gfni.cpp): one vgf2p8affineqb each, whose bit matrix moves bits 2k
-// and 2k + 1 of every byte to bits 0 and 1 and clears the rest, where the plain form takes a
-// shift and an and (3 shifts and 4 ands a super-block). On the Zen 5 VM of session 14 the
-// shifts were the one-token loop's bottleneck: the one-token q2_K matmul in cache ran 1.39x
-// as fast with them gone (BENCHMARKS.md, "Session 14").
+// (matmul_q2_k_q3_k_avx512gfni.cpp): registers 1-3 by one vgf2p8affineqb each, whose bit
+// matrix moves bits 2k and 2k + 1 of every byte to bits 0 and 1 and clears the rest, where the
+// plain form takes a shift and an and (3 shifts and 4 ands a super-block). On the Zen 5 VM of
+// session 14 the shifts were the one-token loop's bottleneck: the one-token q2_K matmul in
+// cache ran 1.39x as fast with them gone (BENCHMARKS.md, "Session 14"). Register 0 is an and
+// in both: Zen 5 runs ands on 4 pipes, affines on 2 (1.02x in cache, session 17).
 template <bool kGfni>
 inline KqRegs low_bits(const uint8_t* img) {
   if constexpr (kGfni) {
 #ifdef __GFNI__
     const __m512i a = _mm512_loadu_si512(img);
     KqRegs r;
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {  // matrix row 7 (output bit 0) picks bit 2k, row 6 (bit 1) bit 2k + 1
+    r.w[0] = _mm512_and_si512(a, _mm512_set1_epi8(3));
+#pragma GCC unroll 3
+    for (int k = 1; k < 4; ++k) {  // matrix row 7 (output bit 0) picks bit 2k, row 6 (bit 1) bit 2k + 1
       const __m512i pick = _mm512_set1_epi64(int64_t{1} << (56 + 2 * k) | int64_t{2} << (48 + 2 * k));
       r.w[k] = _mm512_gf2p8affine_epi64_epi8(a, pick, 0);
     }
@@ -159,15 +161,15 @@ struct Q2KGroup : LaneMins {
     // d0 d_a0, dmin0 d_a0, d1 d_a1, dmin1 d_a1 -> each 128-bit block's 4 lanes' d (dmin) d_a.
     const __m512i d_lanes = _mm512_set4_epi32(2, 2, 0, 0), m_lanes = _mm512_set4_epi32(3, 3, 1, 1);
     __m512 acc_d = _mm512_setzero_ps(), acc_m = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-      const uint8_t* g0 = w + b * kSbBytes;
+    // Pointers stepped per pair (the loop's scalar work: 5 ops, where indexing from b took 13).
+    const uint8_t* g0 = w;
+    const uint8_t* a0 = a;
+    const uint8_t* pa = pairs;
+    for (int64_t j = nb / 2; j > 0; --j, g0 += 2 * kSbBytes, a0 += 2 * kKActBytes, pa += kPairBytes) {
       const uint8_t* g1 = g0 + kSbBytes;
-      const uint8_t* pa = pairs + b / 2 * kPairBytes;
 #pragma GCC unroll 3
       for (int line = 0; line < 3; ++line)
         _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
-      const uint8_t* a0 = a + b * kKActBytes;
       const __m512i d0 = dot_lanes(load(g0), a0, _mm512_setzero_si512());
       const __m512i d1 = dot_lanes(load(g1), a0 + kKActBytes, _mm512_setzero_si512());
       // 128-bit block k of each vector below: lanes 4k..4k+3 of super-block b, then of b + 1
@@ -189,11 +191,10 @@ struct Q2KGroup : LaneMins {
       acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_permutexvar_ps(m_lanes, x), acc_m);
     }
     __m512 acc = _mm512_sub_ps(acc_d, acc_m);
-    if (b < nb) {  // an odd last super-block
-      const uint8_t* g = w + b * kSbBytes;
+    if (nb % 2 != 0) {  // an odd last super-block
       __m512 s[kScVecs];
-      lane_scales(g, s);
-      acc = step(load(g), s, a + b * kKActBytes, acc);
+      lane_scales(g0, s);
+      acc = step(load(g0), s, a0, acc);
     }
     return acc;
   }

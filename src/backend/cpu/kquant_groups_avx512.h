@@ -17,7 +17,7 @@
 // of the family's per-lane term at kAuxOffset (q4_K: d_a * bsums[l] as f32; q6_K: -32 *
 // bsums[l] as int32), d_a in 16 lanes at kDaOffset; then the token's Q8_K row itself (from
 // kKGroupActBytes * nb on), which the file's-layout path reads; then, for a family with
-// pair_aux (q2_K's row1), kPairBytes per pair of super-blocks.
+// pair_aux (q2_K's and q3_K's row1), kPairBytes per pair of super-blocks.
 //
 // A family supplies a trait K:
 //   kSbBytes                the super-block's bytes (the file's: a packed row keeps its size)
@@ -29,7 +29,7 @@
 //                           (step and aux: LaneMins or LaneOffset below, as a base)
 //   pack(src, dst)          a file super-block -> its packed form
 //   row1(w, nb, a)          optional: one token's dot with one packed row, as 16 lanes to sum
-//                           (q2_K: super-blocks in pairs); kq_gemm_packed then runs it for one token
+//                           (q2_K, q3_K: super-blocks in pairs); kq_gemm_packed then runs it for one token
 //   kPairBytes, pair_aux(blk0, blk1, out)
 //                           optional: per pair of Q8_K blocks, what row1 reads after the Q8_K row
 #pragma once

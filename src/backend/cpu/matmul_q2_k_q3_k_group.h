@@ -21,12 +21,14 @@
 //         dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
 //         acc += cvt(dot) * (d (s_l - 32) * d_a)
 // plus the lane scales (one 16-byte load, widen, convert, multiply): about 25 zmm ops per
-// super-block, each row's super-block decoded once for the tile's tokens. One token of q2_K
-// takes its super-blocks in pairs instead (Q2KGroup::row1): the two lanes' dots packed to
-// int16 meet their scales and mins in one vpmaddwd each, about 10 ops of scaling a pair where
-// the step takes 15 a super-block (decode of the 1.1B q2_K on the 2-vCPU Zen 5 VM, where it is
-// compute-bound: +11%, paired A/B; q3_K's pairs gained nothing there and were dropped); the
-// pair's bsums and d_a are laid out for it once per token (pair_aux: in cache 1.05x).
+// super-block, each row's super-block decoded once for the tile's tokens. One token takes
+// its super-blocks in pairs instead (row1): the two lanes' dots packed to int16 meet their
+// scales (and q2_K's mins) in one vpmaddwd each, about 10 ops of scaling a pair where the step
+// takes 15 a super-block (decode of the 1.1B q2_K on the 2-vCPU Zen 5 VM, where it is
+// compute-bound: +11%, paired A/B); what the pair needs of the token (q2_K: bsums and d_a,
+// q3_K: d_a) is laid out once per token (pair_aux: in cache 1.05x). q3_K's pairs gained
+// nothing while its third bit took 12 ops (session 11); with the GFNI layout they do: in
+// cache 1.09x (session 17).
 //
 // Packed super-blocks keep the file's size, so rows keep their offsets:
 //   q2_K (84):  [0, 64) the levels' image (byte 4l + i: element 16l + 4k + i at bits 2k),
@@ -307,6 +309,81 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
     } else {
       std::memcpy(dst + kScales, src + kScales, kSbBytes - kScales);  // scales, d
     }
+  }
+  // One token's super-blocks go in pairs too (row1, as Q2KGroup's): per pair of Q8_K blocks,
+  // d_a0 / 1024 and d_a1 / 1024 (f32; the 1024 of pair_scales, exact).
+  static constexpr int kPairBytes = 8;
+  static void pair_aux(const uint8_t* blk0, const uint8_t* blk1, uint8_t* out) {
+    float da[2];
+    std::memcpy(&da[0], blk0, 4);
+    std::memcpy(&da[1], blk1, 4);
+    da[0] *= 1.0f / 1024;
+    da[1] *= 1.0f / 1024;
+    std::memcpy(out, da, 8);
+  }
+
+  // Both packed super-blocks' scales as int16 1024 (s_l - 32) in vpackssdw's order (128-bit
+  // block k: lanes 4k .. 4k + 3 of g0, then of g1). kGfni: both super-blocks' 6-bit fields by
+  // one vpmultishiftqb (as lane_scales: 4 (s_l - 32) in a byte), then one vpermb into the high
+  // byte of each int16 (4 ops); the plain form decodes the file's packing (q3_scales) twice.
+  static __m512i pair_scales(const uint8_t* g0, const uint8_t* g1) {
+    if constexpr (kGfni) {
+#ifdef __AVX512VBMI__
+      const __m256i windows = _mm256_setr_epi8(14, 20, 26, 32, 38, 44, 50, 56, 62, 4, 10, 16, 22, 28, 34, 40, 14, 20,
+                                               26, 32, 38, 44, 50, 56, 62, 4, 10, 16, 22, 28, 34, 40);
+      // Int16 8k + j (128-bit block k): super-block j / 4's lane 4k + j % 4, multishift byte
+      // 16 (j / 4) + 4k + j % 4, into the int16's high byte.
+      const __m512i to_words = _mm512_set_epi8(
+          31, 0, 30, 0, 29, 0, 28, 0, 15, 0, 14, 0, 13, 0, 12, 0, 27, 0, 26, 0, 25, 0, 24, 0, 11, 0, 10, 0, 9, 0, 8, 0,
+          23, 0, 22, 0, 21, 0, 20, 0, 7, 0, 6, 0, 5, 0, 4, 0, 19, 0, 18, 0, 17, 0, 16, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+      const __m256i fields = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g0 + kScales - 2))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(g1 + kScales - 2)), 1);
+      const __m512i q = _mm512_castsi256_si512(_mm256_multishift_epi64_epi8(windows, fields));
+      return _mm512_and_si512(_mm512_maskz_permutexvar_epi8(0xAAAAAAAAAAAAAAAAull, to_words, q),
+                              _mm512_set1_epi16(static_cast<int16_t>(0xFC00)));
+#else
+      static_assert(!kGfni, "the GFNI trait is compiled with -mavx512vbmi");
+#endif
+    }
+    const __m128i s0 = kquant_avx2::q3_scales(g0 + kScales), s1 = kquant_avx2::q3_scales(g1 + kScales);
+    return _mm512_slli_epi16(
+        _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi32(s0, s1), _mm_unpacklo_epi32(s0, s1))), 10);
+  }
+
+  // One token's dot product with one packed row of nb super-blocks in 16 lanes to be summed,
+  // super-blocks two at a time as Q2KGroup::row1: both super-blocks' lane dots (from -4 *
+  // bsums, |dot| <= 16 * 4 * 128) packed to int16 meet their 32 scales (pair_scales) in one
+  // vpmaddwd (|sum| <= 2^29), then one conversion and one FMA scale the lot by d * d_a / 1024:
+  // about 9 ops of scaling a pair where lane_scales and the step take 11 a super-block.
+  static __m512 row1(const uint8_t* w, int64_t nb, const uint8_t* a) {
+    const uint8_t* pairs = a + nb * (kKActBytes + kQ8KBlock);
+    const __m512i d_lanes = _mm512_set4_epi32(1, 1, 0, 0);
+    __m512 acc = _mm512_setzero_ps();
+    const uint8_t* g0 = w;
+    const uint8_t* a0 = a;
+    const uint8_t* pa = pairs;
+    for (int64_t j = nb / 2; j > 0; --j, g0 += 2 * kSbBytes, a0 += 2 * kKActBytes, pa += kPairBytes) {
+      const uint8_t* g1 = g0 + kSbBytes;
+#pragma GCC unroll 4
+      for (int line = 0; line < 4; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+      const __m512i d0 = dot_lanes(load(g0), a0, _mm512_loadu_si512(a0 + kAuxOffset));
+      const __m512i d1 = dot_lanes(load(g1), a0 + kKActBytes, _mm512_loadu_si512(a0 + kKActBytes + kAuxOffset));
+      const __m512i sums = _mm512_madd_epi16(_mm512_packs_epi32(d0, d1), pair_scales(g0, g1));
+      uint16_t h0, h1;
+      std::memcpy(&h0, g0 + kD, 2);
+      std::memcpy(&h1, g1 + kD, 2);
+      const __m128 dd = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(h0), h1, 1));
+      const __m128 x = _mm_mul_ps(dd, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(pa))));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(d_lanes, _mm512_zextps128_ps512(x)), acc);
+    }
+    if (nb % 2 != 0) {  // an odd last super-block
+      __m512 s[kScVecs];
+      lane_scales(g0, s);
+      acc = step(load(g0), s, a0, acc);
+    }
+    return acc;
   }
 };
 

@@ -15,9 +15,11 @@
 //   q2_K: one 64-byte load, 3 shifts and 4 ands (or an and and 3 vgf2p8affineqb); dot = 4 vpdpbusd (levels 0..3 x s8)
 //         acc += cvt(dot) * (d s_l * d_a);  acc -= (dmin m_l) * (d_a bsums[l])   (q4_K's step)
 //   q3_K: the same two bits, plus the third one from four 64-bit masks (kmovq + a masked
-//         byte add of 4); GFNI: registers 0-2 from the 3-bit levels in the nibbles of three
-//         32-byte sources, register 3 from their fourth bits, 6 vgf2p8affineqb and an or
-//         (12 ops -> 7: in cache 1.12x, decode 1.07x paired, BENCHMARKS "Session 16");
+//         byte add of 4); GFNI: register 0 and 1 and two bits of 2 from one 64-byte source,
+//         register 3 and the third bit of 2 from the nibbles of a 32-byte one: an and, 4
+//         vgf2p8affineqb and an or (12 ops -> 6; session 16's 7, from three 32-byte sources
+//         of nibbles, in cache 1.12x and decode 1.07x paired, BENCHMARKS "Session 16"; this one
+//         a further 1.07x in cache, session 17);
 //         dot = 4 vpdpbusd from -4 * bsums[l] (the -4 offset folded in)
 //         acc += cvt(dot) * (d (s_l - 32) * d_a)
 // plus the lane scales (one 16-byte load, widen, convert, multiply): about 25 zmm ops per
@@ -36,10 +38,12 @@
 //   q3_K (110): [0, 64) the low two bits' image as q2_K's, [64, 96) mask k (8 bytes, k = 0..3:
 //               bit 4l + i is the third bit of element 16l + 4k + i), [96, 108) the file's
 //               scales (the GFNI variant: s_l - 32 as 6-bit fields, lane_scales), [108, 110) d.
-//               The GFNI variant's [0, 96): sources m = 0..2 of 32 bytes, byte j % 32 of
-//               source m holding register byte j's (j = 4l + i) nibble (the low one for j < 32): the
-//               level of element 16l + 4m + i in bits 0-2, bit m of element 16l + 12 + i's in
-//               bit 3 (Q3KGroup::pack, load).
+//               The GFNI variant's [0, 96): byte j (j = 4l + i) of [0, 64) holds the levels of
+//               elements 16l + i (register 0) in bits 0-2, 16l + 4 + i (register 1) in bits 3-5
+//               and the low two bits of 16l + 8 + i's (register 2) in bits 6-7; byte j % 32 of
+//               [64, 96), in its low nibble for j < 32 and its high one for j >= 32, the level
+//               of 16l + 12 + i (register 3) in bits 0-2 and register 2's third bit in bit 3
+//               (Q3KGroup::pack, load).
 //
 // Rounding: the integer sums are exact in both paths; this path scales each lane's sum, the
 // AVX2 path each block's scaled integer sum, so packed results are not bit-identical to
@@ -213,27 +217,25 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
   static Regs load(const uint8_t* g) {
     if constexpr (kGfni) {
 #ifdef __GFNI__
-      // pack's three 32-byte sources, each in both 256-bit halves: byte j (of 64) holds register
-      // byte j's nibble in its bits 0-3 for j < 32, in bits 4-7 for j >= 32. Register m < 3 is
-      // bits 0-2 of source m's nibble; register 3 bit m is bit 3 of it.
-      __m512i src[3];
-#pragma GCC unroll 3
-      for (int m = 0; m < 3; ++m)
-        src[m] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 * m)));
-      // Matrix byte 7 - b picks the input bits of output bit b (per qword: the lower four
-      // qwords read the low nibble, the upper four the high one).
-      const __m512i level = _mm512_set_epi64(kLevelHi, kLevelHi, kLevelHi, kLevelHi, kLevelLo, kLevelLo, kLevelLo,
-                                             kLevelLo);
+      // pack's layout: byte j of [0, 64) holds register 0's level in bits 0-2, register 1's in
+      // bits 3-5, register 2's low two bits in bits 6-7; byte j % 32 of [64, 96), in both
+      // 256-bit halves here, holds in its low nibble (j < 32) or high one (j >= 32) register
+      // 3's level in bits 0-2 and register 2's third bit in bit 3. Matrix byte 7 - b picks the
+      // input bits of output bit b (per qword: the lower four qwords read the low nibble of
+      // the second source, the upper four the high one).
+      __m512i lo = _mm512_loadu_si512(g);
+      asm("" : "+v"(lo));  // one load: GCC would fold a second, split one into the and
+      const __m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64)));
+      constexpr int64_t kReg1 = int64_t{8} << 56 | int64_t{16} << 48 | int64_t{32} << 40;  // bits 3-5
+      constexpr int64_t kReg2Low = int64_t{64} << 56 | int64_t{128} << 48;                  // bits 6-7
+      constexpr int64_t kReg2TopLo = int64_t{8} << 40, kReg2TopHi = int64_t{128} << 40;     // bit 3 or 7
       Regs r;
-#pragma GCC unroll 3
-      for (int m = 0; m < 3; ++m) r.w[m] = _mm512_gf2p8affine_epi64_epi8(src[m], level, 0);
-      __m512i top[3];
-#pragma GCC unroll 3
-      for (int m = 0; m < 3; ++m) {
-        const int64_t lo = int64_t{1} << (8 * (7 - m) + 3), hi = int64_t{1} << (8 * (7 - m) + 7);
-        top[m] = _mm512_gf2p8affine_epi64_epi8(src[m], _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo), 0);
-      }
-      r.w[3] = _mm512_ternarylogic_epi64(top[0], top[1], top[2], 0xFE);  // or
+      r.w[0] = _mm512_and_si512(lo, _mm512_set1_epi8(7));
+      r.w[1] = _mm512_gf2p8affine_epi64_epi8(lo, _mm512_set1_epi64(kReg1), 0);
+      r.w[2] = _mm512_or_si512(
+          _mm512_gf2p8affine_epi64_epi8(lo, _mm512_set1_epi64(kReg2Low), 0),
+          _mm512_gf2p8affine_epi64_epi8(hi, by_half(kReg2TopLo, kReg2TopHi), 0));
+      r.w[3] = _mm512_gf2p8affine_epi64_epi8(hi, by_half(kLevelLo, kLevelHi), 0);
       return r;
 #else
       static_assert(!kGfni, "the GFNI trait is compiled with -mgfni");
@@ -253,6 +255,8 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
   // Output bits 0-2 from input bits 0-2 (kLevelLo) or 4-6 (kLevelHi).
   static constexpr int64_t kLevelLo = int64_t{1} << 56 | int64_t{2} << 48 | int64_t{4} << 40;
   static constexpr int64_t kLevelHi = kLevelLo << 4;
+  // A matrix operand: m_lo in the lower four qwords, m_hi in the upper four.
+  static __m512i by_half(int64_t m_lo, int64_t m_hi) { return _mm512_set_epi64(m_hi, m_hi, m_hi, m_hi, m_lo, m_lo, m_lo, m_lo); }
   // d * (s_l - 32) in lane l (exact: an 11-bit d times a 6-bit scale). kGfni: the packed
   // scales are 6-bit fields (pack), which one vpmultishiftqb moves to bits 2-7 of byte l
   // (window 6l - 2 of its qword, the two bits below masked off): 4 (s_l - 32) as int8, the 4
@@ -278,16 +282,14 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
     // Element e's third bit: bit e / 32 of hmask[e % 32].
     auto level = [&](int e) { return two_bits_at(src + offsetof(BlockQ3_K, qs), e) | ((hm[e % 32] >> (e / 32)) & 1) << 2; };
     if constexpr (kGfni) {
-      // Register byte j's (j = 4l + i) nibble of source m: register m's level in bits 0-2, bit m of
-      // register 3's in bit 3 (register k: element 16l + 4k + i); at byte j % 32 of source m,
-      // in the low nibble for j < 32, the high one for j >= 32.
+      // load's layout (register k's byte j = 4l + i: element 16l + 4k + i).
       std::memset(dst, 0, 96);
       for (int j = 0; j < 64; ++j) {
-        const int l = j / 4, i = j % 4, r3 = level(16 * l + 12 + i);
-        for (int m = 0; m < 3; ++m) {
-          const int nibble = level(16 * l + 4 * m + i) | ((r3 >> m) & 1) << 3;
-          dst[32 * m + j % 32] = static_cast<uint8_t>(dst[32 * m + j % 32] | nibble << (4 * (j / 32)));
-        }
+        int lv[4];
+        for (int k = 0; k < 4; ++k) lv[k] = level(16 * (j / 4) + 4 * k + j % 4);
+        dst[j] = static_cast<uint8_t>(lv[0] | lv[1] << 3 | (lv[2] & 3) << 6);
+        const int nibble = lv[3] | (lv[2] >> 2) << 3;
+        dst[64 + j % 32] = static_cast<uint8_t>(dst[64 + j % 32] | nibble << (4 * (j / 32)));
       }
     } else {
       write_low_bits(src + offsetof(BlockQ3_K, qs), dst);

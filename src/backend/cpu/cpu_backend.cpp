@@ -308,13 +308,20 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // The reference quantizer for every type, so the cache holds the same bytes as with the
-  // reference backend (the rows are tiny next to the weights: kv_dim elements per token).
+  // The reference quantizer's bytes for every type, so the cache holds the same bytes as with
+  // the reference backend: f16 (the default) by ops_->to_f16 (F16C: a 1.1B decode step's 22
+  // writes took 3.2 us each with the scalar conversion), the others by quantize_row (the rows
+  // are tiny next to the weights: kv_dim elements per token).
   void kv_write(const KvLayerView& kv, const AttentionBatch& b, const float* k, const float* v) override {
     const size_t rb = kv.row_bytes();
     parallel_rows(b.n_tokens, 2 * kv.kv_dim, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const size_t at = static_cast<size_t>(b.token_slot[t]) * rb;
+        if (kv.type == DType::F16) {  // the default cache: the same bytes, by F16C where there is one
+          ops_->to_f16(k + t * kv.kv_dim, static_cast<uint8_t*>(kv.k) + at, kv.kv_dim);
+          ops_->to_f16(v + t * kv.kv_dim, static_cast<uint8_t*>(kv.v) + at, kv.kv_dim);
+          continue;
+        }
         quantize_row(kv.type, k + t * kv.kv_dim, static_cast<uint8_t*>(kv.k) + at, kv.kv_dim);
         quantize_row(kv.type, v + t * kv.kv_dim, static_cast<uint8_t*>(kv.v) + at, kv.kv_dim);
       }

@@ -67,6 +67,9 @@ struct VecOps {
   /// result is the same whichever thread computes which span.
   void (*attend_span)(const AttentionTask& task, int64_t token, int64_t p_lo, int64_t p_hi, AttentionScratch& scratch,
                       float* part) = nullptr;
+  /// dst = src as n f16 values, the bytes of quantize_row(DType::F16): round to nearest
+  /// even, NaN as sign | 0x7e00 (a KV row's write; F16C's vcvtps2ph where the CPU has it).
+  void (*to_f16)(const float* src, void* dst, int64_t n) = nullptr;
 };
 
 /// @brief The vectorized exp's error bound (Cephes' expf polynomial: 1.7e-7, under 3 units

@@ -338,6 +338,22 @@ void exp_f32(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = exp1(x[i]);
 }
 
+// vcvtps2ph rounds to nearest even as f32_to_f16 does; only a NaN's bits differ (it keeps
+// the payload), so a vector holding one takes the reference's conversion.
+void to_f16(const float* src, void* dst, int64_t n) {
+  auto* out = static_cast<uint8_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(src + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
+      quantize_row(DType::F16, src + i, out + 2 * i, 8);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+  }
+  if (i < n) quantize_row(DType::F16, src + i, out + 2 * i, n - i);
+}
+
 // ---------------------------------------------------------------- heads in lanes
 // vec_ops_avx512.cpp's decode attention with the group's heads in the vector lanes, in 8
 // lanes: groups of 5 to 8 heads take a lane each (P = 1 position per vector: K needs no
@@ -556,7 +572,7 @@ void attend_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, 
 
 const VecOps& avx2_vec_ops() {
   static const VecOps ops = {Isa::Avx2, &Avx2::to_f32, &gemm_f32, &rmsnorm, &swiglu, &exp_f32,
-                             &attend_span};
+                             &attend_span, &to_f16};
   return ops;
 }
 

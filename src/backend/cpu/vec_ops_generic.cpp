@@ -108,11 +108,13 @@ void exp_f32(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
+void to_f16(const float* src, void* dst, int64_t n) { quantize_row(DType::F16, src, dst, n); }
+
 }  // namespace
 
 const VecOps& generic_vec_ops() {
   static const VecOps ops = {Isa::Generic, &Generic::to_f32, &gemm_f32, &rmsnorm, &swiglu, &exp_f32,
-                             &flash_attend_span<Generic>};
+                             &flash_attend_span<Generic>, &to_f16};
   return ops;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <string>
@@ -72,6 +73,24 @@ TEST_P(VecOpsTest, ToF32EqualsTheReferenceDequantizerAtAnyOffset) {
     dequantize_row(t, row.data(), want.data(), n);
     ops().to_f32(t, row.data(), 0, n, got.data());
     ASSERT_EQ(got, want) << dtype_name(t);
+  }
+}
+
+// The KV cache's f16 rows: the reference quantizer's bytes for every value, ties, subnormals,
+// overflow, infinities and NaNs (with payloads) included, in whole vectors and tails.
+TEST_P(VecOpsTest, ToF16GivesTheReferenceBytes) {
+  const float specials[] = {0.0f, -0.0f, 1e-6f, -6e-8f, 2.98023224e-8f, 5.96046448e-8f, 65504.0f, 65519.0f,
+                            65520.0f, -70000.0f, INFINITY, -INFINITY, std::nanf("1"), std::bit_cast<float>(0xffd5a5a5u),
+                            std::bit_cast<float>(0x7f812345u), 1.00048828125f, 1.00146484375f};  // last two: ties to even
+  std::vector<float> src(203);
+  std::uniform_real_distribution<float> d(-4, 4);
+  for (float& v : src) v = d(rng_);
+  for (size_t i = 0; i < std::size(specials); ++i) src[5 + 11 * i] = specials[i];
+  for (int64_t n : {1, 7, 8, 9, 16, 203}) {
+    std::vector<uint8_t> want(static_cast<size_t>(2 * n)), got(static_cast<size_t>(2 * n), 0xAB);
+    quantize_row(DType::F16, src.data(), want.data(), n);
+    ops().to_f16(src.data(), got.data(), n);
+    ASSERT_EQ(got, want) << isa_name(GetParam()) << " n " << n;
   }
 }
 

@@ -161,8 +161,19 @@ void kq_prepare(const uint8_t* act, int64_t cols, uint8_t* dst) {
     const uint8_t* blk = act + b * kQ8KBlock;
     uint8_t* out = dst + b * kKActBytes;
     const uint8_t* qs = blk + offsetof(BlockQ8_K, qs);
-    for (int k = 0; k < 4; ++k)
-      for (int l = 0; l < 16; ++l) std::memcpy(out + 64 * k + 4 * l, qs + 16 * l + 4 * k, 4);
+    // X_k's dword l is dword 4l + k of qs: dword 4(l % 4) + k of its 64-byte part l / 4, so
+    // lanes 0-7 from parts 0 and 1, lanes 8-15 from parts 2 and 3 (two vpermt2d and a blend
+    // per k, where 64 4-byte copies took most of a one-token matmul's preparation).
+    __m512i part[4];
+    for (int m = 0; m < 4; ++m) part[m] = _mm512_loadu_si512(qs + 64 * m);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
+                                           _mm512_set1_epi32(k));
+      const __m512i low = _mm512_permutex2var_epi32(part[0], idx, part[1]);
+      const __m512i high = _mm512_permutex2var_epi32(part[2], idx, part[3]);
+      _mm512_storeu_si512(out + 64 * k, _mm512_mask_blend_epi32(0xFF00, low, high));
+    }
     float da;
     std::memcpy(&da, blk, 4);
     K::aux(blk, out + kAuxOffset);

@@ -123,17 +123,16 @@ struct Q2KGroup : LaneMins {
   // first, then of the second, int16) and d_a0, d_a0, d_a1, d_a1, for row1.
   static constexpr int kPairBytes = 80;
   static void pair_aux(const uint8_t* blk0, const uint8_t* blk1, uint8_t* out) {
-    int16_t bs[2][16], o[32];
-    std::memcpy(bs[0], blk0 + offsetof(BlockQ8_K, bsums), 32);
-    std::memcpy(bs[1], blk1 + offsetof(BlockQ8_K, bsums), 32);
-    for (int k = 0; k < 4; ++k)
-      for (int j = 0; j < 8; ++j) o[8 * k + j] = bs[j / 4][4 * k + j % 4];
+    // Qword k of each block's bsums (bsums[4k .. 4k + 3]) to qwords 2k (first) and 2k + 1.
+    const __m512i both = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + offsetof(BlockQ8_K, bsums)))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + offsetof(BlockQ8_K, bsums))), 1);
+    _mm512_storeu_si512(out, _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), both));
     float da[4];
     std::memcpy(&da[0], blk0, 4);
     std::memcpy(&da[2], blk1, 4);
     da[1] = da[0];
     da[3] = da[2];
-    std::memcpy(out, o, 64);
     std::memcpy(out + 64, da, 16);
   }
 

@@ -376,7 +376,8 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
       std::memcpy(&h0, g0 + kD, 2);
       std::memcpy(&h1, g1 + kD, 2);
       const __m128 dd = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(h0), h1, 1));
-      const __m128 x = _mm_mul_ps(dd, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(pa))));
+      // pa is 4-byte aligned only (Q8_K blocks are 292 bytes): movq, not a double's load.
+      const __m128 x = _mm_mul_ps(dd, _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pa))));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(d_lanes, _mm512_zextps128_ps512(x)), acc);
     }
     if (nb % 2 != 0) {  // an odd last super-block

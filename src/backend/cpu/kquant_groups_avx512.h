@@ -29,7 +29,7 @@
 //                           (step and aux: LaneMins or LaneOffset below, as a base)
 //   pack(src, dst)          a file super-block -> its packed form
 //   row1(w, nb, a)          optional: one token's dot with one packed row, as 16 lanes to sum
-//                           (q2_K, q3_K: super-blocks in pairs); kq_gemm_packed then runs it for one token
+//                           (q2_K, q3_K: super-blocks in pairs, kq_row_in_pairs); kq_gemm_packed then runs it for one token
 //   kPairBytes, pair_aux(blk0, blk1, out)
 //                           optional: per pair of Q8_K blocks, what row1 reads after the Q8_K row
 #pragma once
@@ -196,6 +196,34 @@ void kq_pack_rows(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0
       K::pack(w + r * w_row_bytes + b * K::kSbBytes, sb);
       std::memcpy(out + r * w_row_bytes + b * K::kSbBytes, sb, K::kSbBytes);
     }
+}
+
+// One token's dot product with one packed row of nb super-blocks, two at a time (a family's
+// row1): pair(g0, g1, a0, pa) for each pair (g0, g1: its packed super-blocks; a0: the first's
+// prepared activations; pa: its pair_aux bytes), with the pair's lines prefetched
+// kStreamPrefetchBytes ahead and the pointers stepped (the loop's scalar work: 5 ops a pair,
+// where indexing from the super-block number took 13); then finish() (the pairs' 16 lanes)
+// plus, for an odd nb, the last super-block's step.
+template <class K, class Pair, class Finish>
+[[gnu::always_inline]] inline __m512 kq_row_in_pairs(const uint8_t* w, int64_t nb, const uint8_t* a, Pair&& pair,
+                                                     Finish&& finish) {
+  constexpr int kLines = (2 * K::kSbBytes + 63) / 64;
+  const uint8_t* g0 = w;
+  const uint8_t* a0 = a;
+  const uint8_t* pa = a + nb * (kKActBytes + kQ8KBlock);
+  for (int64_t j = nb / 2; j > 0; --j, g0 += 2 * K::kSbBytes, a0 += 2 * kKActBytes, pa += K::kPairBytes) {
+#pragma GCC unroll 4
+    for (int line = 0; line < kLines; ++line)
+      _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+    pair(g0, g0 + K::kSbBytes, a0, pa);
+  }
+  __m512 acc = finish();
+  if (nb % 2 != 0) {  // an odd last super-block
+    __m512 s[K::kScVecs];
+    K::lane_scales(g0, s);
+    acc = K::step(K::load(g0), s, a0, acc);
+  }
+  return acc;
 }
 
 // One R x T tile over nsb super-blocks. Weights: row r's super-block b at w + r * w_row_bytes

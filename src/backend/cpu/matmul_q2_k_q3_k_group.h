@@ -161,20 +161,11 @@ struct Q2KGroup : LaneMins {
   // one vpmaddwd applies both super-blocks' 32 scales and another their mins to the bsums
   // (pair_aux's), and one conversion and one FMA each scale the lot by d * d_a (dmin * d_a).
   static __m512 row1(const uint8_t* w, int64_t nb, const uint8_t* a) {
-    const uint8_t* pairs = a + nb * (kKActBytes + kQ8KBlock);
     const __m512i low4 = _mm512_set1_epi16(0x0F);
     // d0 d_a0, dmin0 d_a0, d1 d_a1, dmin1 d_a1 -> each 128-bit block's 4 lanes' d (dmin) d_a.
     const __m512i d_lanes = _mm512_set4_epi32(2, 2, 0, 0), m_lanes = _mm512_set4_epi32(3, 3, 1, 1);
     __m512 acc_d = _mm512_setzero_ps(), acc_m = _mm512_setzero_ps();
-    // Pointers stepped per pair (the loop's scalar work: 5 ops, where indexing from b took 13).
-    const uint8_t* g0 = w;
-    const uint8_t* a0 = a;
-    const uint8_t* pa = pairs;
-    for (int64_t j = nb / 2; j > 0; --j, g0 += 2 * kSbBytes, a0 += 2 * kKActBytes, pa += kPairBytes) {
-      const uint8_t* g1 = g0 + kSbBytes;
-#pragma GCC unroll 3
-      for (int line = 0; line < 3; ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+    auto pair = [&](const uint8_t* g0, const uint8_t* g1, const uint8_t* a0, const uint8_t* pa) [[gnu::always_inline]] {
       const __m512i d0 = dot_lanes(load(g0), a0, _mm512_setzero_si512());
       const __m512i d1 = dot_lanes(load(g1), a0 + kKActBytes, _mm512_setzero_si512());
       // 128-bit block k of each vector below: lanes 4k..4k+3 of super-block b, then of b + 1
@@ -194,14 +185,8 @@ struct Q2KGroup : LaneMins {
                      _mm_loadu_ps(reinterpret_cast<const float*>(pa + 64))));
       acc_d = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(d_lanes, x), acc_d);
       acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_permutexvar_ps(m_lanes, x), acc_m);
-    }
-    __m512 acc = _mm512_sub_ps(acc_d, acc_m);
-    if (nb % 2 != 0) {  // an odd last super-block
-      __m512 s[kScVecs];
-      lane_scales(g0, s);
-      acc = step(load(g0), s, a0, acc);
-    }
-    return acc;
+    };
+    return kq_row_in_pairs<Q2KGroup>(w, nb, a, pair, [&] { return _mm512_sub_ps(acc_d, acc_m); });
   }
 };
 
@@ -358,17 +343,9 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
   // vpmaddwd (|sum| <= 2^29), then one conversion and one FMA scale the lot by d * d_a / 1024:
   // about 9 ops of scaling a pair where lane_scales and the step take 11 a super-block.
   static __m512 row1(const uint8_t* w, int64_t nb, const uint8_t* a) {
-    const uint8_t* pairs = a + nb * (kKActBytes + kQ8KBlock);
     const __m512i d_lanes = _mm512_set4_epi32(1, 1, 0, 0);
     __m512 acc = _mm512_setzero_ps();
-    const uint8_t* g0 = w;
-    const uint8_t* a0 = a;
-    const uint8_t* pa = pairs;
-    for (int64_t j = nb / 2; j > 0; --j, g0 += 2 * kSbBytes, a0 += 2 * kKActBytes, pa += kPairBytes) {
-      const uint8_t* g1 = g0 + kSbBytes;
-#pragma GCC unroll 4
-      for (int line = 0; line < 4; ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+    auto pair = [&](const uint8_t* g0, const uint8_t* g1, const uint8_t* a0, const uint8_t* pa) [[gnu::always_inline]] {
       const __m512i d0 = dot_lanes(load(g0), a0, _mm512_loadu_si512(a0 + kAuxOffset));
       const __m512i d1 = dot_lanes(load(g1), a0 + kKActBytes, _mm512_loadu_si512(a0 + kKActBytes + kAuxOffset));
       const __m512i sums = _mm512_madd_epi16(_mm512_packs_epi32(d0, d1), pair_scales(g0, g1));
@@ -379,13 +356,8 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
       // pa is 4-byte aligned only (Q8_K blocks are 292 bytes): movq, not a double's load.
       const __m128 x = _mm_mul_ps(dd, _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pa))));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(d_lanes, _mm512_zextps128_ps512(x)), acc);
-    }
-    if (nb % 2 != 0) {  // an odd last super-block
-      __m512 s[kScVecs];
-      lane_scales(g0, s);
-      acc = step(load(g0), s, a0, acc);
-    }
-    return acc;
+    };
+    return kq_row_in_pairs<Q3KGroup>(w, nb, a, pair, [&] { return acc; });
   }
 };
 

@@ -34,6 +34,8 @@ struct MatmulKernel;
 void quantize_row_q8_k_ref(const float* x, void* dst, int64_t n);
 /// @brief The same bytes as quantize_row_q8_k_ref, with AVX2; only where the CPU has AVX2.
 void quantize_row_q8_k_avx2(const float* x, void* dst, int64_t n);
+/// @brief The same bytes with AVX-512 (BW, VNNI); only where the CPU has Isa::Avx512.
+void quantize_row_q8_k_avx512(const float* x, void* dst, int64_t n);
 /// @brief n / 256 BlockQ8_K -> n f32 (d * qs).
 void dequantize_row_q8_k(const void* src, float* dst, int64_t n);
 

@@ -58,7 +58,7 @@ MatmulKernel matmul_iq4_xs_avx512() {
   return with_iq4_xs_groups_avx512({.weight = DType::IQ4_XS,
                                    .act = DType::Q8_K,
                                    .isa = Isa::Avx512,
-                                   .convert_act = quantize_row_q8_k_avx2,
+                                   .convert_act = quantize_row_q8_k_avx512,
                                    .gemm = gemm_iq4_xs_avx512,
                                    .gemm_prepared = gemm_on_q8k_part<gemm_iq4_xs_avx512>,
                                    .packed_min_tokens = 1});

@@ -57,7 +57,7 @@ MatmulKernel matmul_q2_k_avx512() {
       .weight = DType::Q2_K,
       .act = DType::Q8_K,
       .isa = Isa::Avx512,
-      .convert_act = quantize_row_q8_k_avx2,
+      .convert_act = quantize_row_q8_k_avx512,
       .gemm = gemm_q2_k_avx512,
       .gemm_prepared = gemm_on_q8k_part<gemm_q2_k_avx512>,
       .packed_min_tokens = 1});

@@ -63,7 +63,7 @@ MatmulKernel matmul_q3_k_avx512() {
       .weight = DType::Q3_K,
       .act = DType::Q8_K,
       .isa = Isa::Avx512,
-      .convert_act = quantize_row_q8_k_avx2,
+      .convert_act = quantize_row_q8_k_avx512,
       .gemm = gemm_q3_k_avx512,
       .gemm_prepared = gemm_on_q8k_part<gemm_q3_k_avx512>,
       .packed_min_tokens = 1});

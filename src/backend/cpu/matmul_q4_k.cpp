@@ -55,7 +55,7 @@ MatmulKernel matmul_q4_k_avx512() {
   return with_q4_k_groups_avx512({.weight = DType::Q4_K,
                                  .act = DType::Q8_K,
                                  .isa = Isa::Avx512,
-                                 .convert_act = quantize_row_q8_k_avx2,
+                                 .convert_act = quantize_row_q8_k_avx512,
                                  .gemm = gemm_q4_k_avx512,
                                  .gemm_prepared = gemm_on_q8k_part<gemm_q4_k_avx512>,
                                  .packed_min_tokens = 2});

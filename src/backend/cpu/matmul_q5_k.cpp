@@ -41,7 +41,7 @@ MatmulKernel matmul_q5_k_avx2() {
 // AVX-512: the AVX2 unpacking and one-token path (decode is bound by memory bandwidth,
 // which wider vectors do not raise), act_q8k_avx512.cpp's core for more tokens.
 MatmulKernel matmul_q5_k_avx512() {
-  return {DType::Q5_K, DType::Q8_K, Isa::Avx512, quantize_row_q8_k_avx2,
+  return {DType::Q5_K, DType::Q8_K, Isa::Avx512, quantize_row_q8_k_avx512,
           gemm_kquant<PanelK4, gemv_q5_k_avx2, unpack_q5_k_avx2, panel_gemm_k4_avx512>};
 }
 

@@ -66,7 +66,7 @@ MatmulKernel matmul_q6_k_avx512() {
       .weight = DType::Q6_K,
       .act = DType::Q8_K,
       .isa = Isa::Avx512,
-      .convert_act = quantize_row_q8_k_avx2,
+      .convert_act = quantize_row_q8_k_avx512,
       .gemm = gemm_q6_k_avx512,
       .gemm_prepared = gemm_on_q8k_part<gemm_q6_k_avx512>,
       .packed_min_tokens = gfni ? 1 : 2});

@@ -84,14 +84,15 @@ TEST(MatmulKQ8K, ReferenceFollowsGgml) {
   EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t v) { return v == 0; })) << "zero block: all bytes 0";
 }
 
-TEST(MatmulKQ8K, Avx2BytesMatchReference) {
-  if (!has_isa(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2";
+// quantize's bytes against the reference's on tricky_rows (ties, NaNs, infs, zero and
+// denormal blocks).
+void expect_reference_bytes(void (*quantize)(const float*, void*, int64_t)) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     const int n_blocks = 24;
     const std::vector<float> x = tricky_rows(n_blocks, seed);
     std::vector<uint8_t> ref(n_blocks * kQ8K, 0x11), simd(n_blocks * kQ8K, 0x22);
     quantize_row_q8_k_ref(x.data(), ref.data(), static_cast<int64_t>(x.size()));
-    quantize_row_q8_k_avx2(x.data(), simd.data(), static_cast<int64_t>(x.size()));
+    quantize(x.data(), simd.data(), static_cast<int64_t>(x.size()));
     for (int b = 0; b < n_blocks; ++b) {
       const BlockQ8_K r = block_at(ref, b), s = block_at(simd, b);
       EXPECT_EQ(std::memcmp(&r.d, &s.d, 4), 0) << "seed " << seed << " block " << b << ": d " << r.d << " vs " << s.d;
@@ -99,6 +100,16 @@ TEST(MatmulKQ8K, Avx2BytesMatchReference) {
       EXPECT_EQ(std::memcmp(r.bsums, s.bsums, sizeof r.bsums), 0) << "seed " << seed << " block " << b << ": bsums";
     }
   }
+}
+
+TEST(MatmulKQ8K, Avx2BytesMatchReference) {
+  if (!has_isa(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2";
+  expect_reference_bytes(quantize_row_q8_k_avx2);
+}
+
+TEST(MatmulKQ8K, Avx512BytesMatchReference) {
+  if (!has_isa(Isa::Avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
+  expect_reference_bytes(quantize_row_q8_k_avx512);
 }
 
 TEST(MatmulKQ8K, RoundTripWithinHalfAStep) {

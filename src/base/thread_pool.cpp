@@ -82,13 +82,14 @@ struct ThreadPool::Impl {
   int n = 1;
   std::vector<std::thread> threads;
 
-  // Written by run() (or the destructor) before it bumps `generation`; read by the
-  // workers only after they see the bump (release/acquire on `generation`), and not
-  // written again before every worker has finished (acquire on `pending`).
+  // `generation` steps once per run. job and stop are written by run() (or the
+  // destructor) before it bumps `generation`; read by the workers only after they see the
+  // bump (release/acquire on `generation`), and not written again before every worker has
+  // finished (acquire on `pending`). On generation's line, so that the one transfer of that
+  // line to a worker brings the job too.
+  alignas(kLine) std::atomic<uint32_t> generation{0};
   const std::function<void(int, int)>* job = nullptr;
   bool stop = false;
-
-  alignas(kLine) std::atomic<uint32_t> generation{0};  // one step per run
   alignas(kLine) std::atomic<int> sleepers{0};         // workers blocked (or about to block) on generation
   alignas(kLine) std::atomic<int> pending{0};          // workers still running this generation's job
   alignas(kLine) std::atomic<bool> caller_asleep{false};

@@ -136,6 +136,13 @@ class Backend {
   virtual void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out,
                          int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                          const AttentionOptions& opt) = 0;
+  /// A hint, given before a layer's q, k and v products: the K/V rows that attention(kv, b, ...)
+  /// will read (each token's earlier positions, the last `window` of them if window > 0) may
+  /// start on their way into cache while those products run. Changes no result; by default,
+  /// nothing.
+  virtual void prefetch_attention(const KvLayerView& kv, const AttentionBatch& b, int64_t window) {
+    (void)kv, (void)b, (void)window;
+  }
 };
 
 /// @brief The reference backend: plain single-threaded implementations, obviously right

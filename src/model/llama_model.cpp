@@ -190,6 +190,8 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   Backend& b = *backend_;
   const ModelConfig& c = cfg_;
   const bool swa = c.is_swa(l);
+  const KvLayerView kvl = kv.layer(l);
+  b.prefetch_attention(kvl, ab, swa ? c.sliding_window : 0);
   const MatmulJob qkv[] = {{&L.wq, q_}, {&L.wk, k_}, {&L.wv, v_}};
   b.matmuls(qkv, h_, n);
   if (L.bq) b.add_bias(q_, L.bq, n, c.q_dim());
@@ -202,7 +204,6 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
                         swa ? c.rope_freq_scale_swa : c.rope_freq_scale, c.rope_neox, rope_freqs_};
   b.rope(q_, batch.pos.data(), n, c.n_head, c.head_dim, rope);
   b.rope(k_, batch.pos.data(), n, c.n_head_kv, c.head_dim, rope);
-  const KvLayerView kvl = kv.layer(l);
   b.kv_write(kvl, ab, k_, v_);
   // RoPE's attn_factor scales q's and k's cos/sin, so every score by its square.
   const float scale = c.attn_scale * c.rope_attn_factor * c.rope_attn_factor;

@@ -67,6 +67,13 @@ constexpr int64_t kFallbackFewTokens = 8;
 constexpr size_t kFallbackBlockBytesFew = size_t{16} << 10;
 constexpr size_t kFallbackBlockBytesMany = size_t{128} << 10;
 
+// prefetch_attention: decode steps (a few tokens) only, and at most 64 KiB of K/V rows, a
+// sixteenth of a Zen 5 core's L2 (an eighth of Zen 3's), which the q/k/v products' weights
+// stream through meanwhile; longer contexts rely on the attention kernel's prefetch of its
+// next tile.
+constexpr int64_t kPrefetchKvTokens = 4;
+constexpr size_t kPrefetchKvBytes = size_t{64} << 10;
+
 constexpr std::align_val_t kAlign{64};  // a cache line; also what AVX-512 loads like
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -335,6 +342,33 @@ class CpuBackend final : public Backend {
     int64_t work = 0;
     for (int64_t t = 0; t < b.n_tokens; ++t) work += (static_cast<int64_t>(b.token_pos[t]) + 1) * 2 * n_kv_heads * head_dim;
     attention_in_spans(task, work < kParallelMinFloats);
+  }
+
+  // A decode step's K/V rows come from memory (the weights streamed since the layer's last
+  // step evicted them); started before the q/k/v products, they are in cache when attention
+  // reads them. A 1.1B decode at 8-40 positions on the Zen 5 VM, in-process A/B over 6 runs:
+  // attention 11-16 -> 8.5-11.7 us a layer, a decode step 0.98x the time (median).
+  void prefetch_attention(const KvLayerView& kv, const AttentionBatch& b, int64_t window) override {
+    if (b.n_tokens > kPrefetchKvTokens) return;
+    const size_t rb = kv.row_bytes();
+    const auto* k = static_cast<const char*>(kv.k);
+    const auto* v = static_cast<const char*>(kv.v);
+    size_t budget = kPrefetchKvBytes;
+    for (int64_t t = 0; t < b.n_tokens; ++t) {
+      const int64_t pos = b.token_pos[t];  // its own row is written after this
+      const std::span<const int32_t> table = b.seq_tables[static_cast<size_t>(b.token_seq[t])];
+      for (int64_t p = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0; p < pos; ++p) {
+        if (budget < 2 * rb) return;
+        budget -= 2 * rb;
+        const size_t at =
+            static_cast<size_t>(static_cast<int64_t>(table[static_cast<size_t>(p / b.block_size)]) * b.block_size +
+                                p % b.block_size) * rb;
+        for (size_t x = 0; x < rb; x += 64) {
+          __builtin_prefetch(k + at + x);
+          __builtin_prefetch(v + at + x);
+        }
+      }
+    }
   }
 
  private:

@@ -136,6 +136,9 @@ class Backend {
   virtual void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out,
                          int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                          const AttentionOptions& opt) = 0;
+  /// A hint: the n floats at p (a weight vector, such as a norm's) will be read after the
+  /// next products; they may start on their way into cache. By default, nothing.
+  virtual void prefetch(const float* p, int64_t n) { (void)p, (void)n; }
   /// A hint, given before a layer's q, k and v products: the K/V rows that attention(kv, b, ...)
   /// will read (each token's earlier positions, the last `window` of them if window > 0) may
   /// start on their way into cache while those products run. Changes no result; by default,

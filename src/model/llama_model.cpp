@@ -311,6 +311,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers[static_cast<size_t>(l)];
     b.rmsnorm(x_, L.attn_norm, h_, n, c.n_embd, c.rms_eps);
+    b.prefetch(L.ffn_norm, c.n_embd);  // the next norm's weights, while the block runs
     attention_block(L, l, n, batch, kv, ab);
     if (L.attn_post_norm) {
       b.rmsnorm(o_, L.attn_post_norm, h_, n, c.n_embd, c.rms_eps);
@@ -319,6 +320,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
       b.add(x_, o_, n * c.n_embd);
     }
     b.rmsnorm(x_, L.ffn_norm, h_, n, c.n_embd, c.rms_eps);
+    b.prefetch(l + 1 < c.n_layer ? layers[static_cast<size_t>(l + 1)].attn_norm : output_norm_, c.n_embd);
     ffn_block(L, n);
     if (L.ffn_post_norm) {
       b.rmsnorm(o_, L.ffn_post_norm, h_, n, c.n_embd, c.rms_eps);

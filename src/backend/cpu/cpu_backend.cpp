@@ -371,6 +371,13 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // A norm's weights (8 KiB at width 2048), read once a step, come from memory as well: 1.1B
+  // decode on the Zen 5 VM, in-process A/B over 4 runs, rmsnorm 2.2-3.3 -> 1.2-2.1 us a call
+  // (45 a step).
+  void prefetch(const float* p, int64_t n) override {
+    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+  }
+
  private:
   // Each token's positions in spans of cpu::attention_span (from the window's start), a span
   // covering every kv head: its K/V rows are read whole and in order. With fewer tokens than

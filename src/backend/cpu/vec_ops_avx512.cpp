@@ -1,11 +1,12 @@
-// The AVX-512 table: AVX2's entries, but attention in zmm registers. Decode at long
+// The AVX-512 table: AVX2's entries, but attention and SwiGLU in zmm registers. Decode at long
 // context is mostly attention (a 1.1B token at 4,096 positions reads 90 MB of K/V besides
 // 0.62 GB of weights, yet ran at 56-64% of its speed at 8 positions), and the AVX2 version
 // spends ~60 instructions per (q head, position): a 64-element head is 8 ymm FMAs for the
 // score and 8 for the weighted sum of V, each with its load, where zmm takes 4 and 4.
 // f16 and bf16 K/V rows convert 16 elements per instruction; q8_0 rows go through AVX2's
 // conversion. Results match the reference within the same bounds (backend_ops_test); they
-// need not equal AVX2's bit for bit, only be the same for a token wherever it is batched.
+// need not equal AVX2's bit for bit, only be the same for a token wherever it is batched
+// (SwiGLU's do equal AVX2's).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -456,12 +457,28 @@ void attend_span(const AttentionTask& a, int64_t t, int64_t p_lo, int64_t p_hi, 
   }
 }
 
+// silu(gate) * up as the AVX2 form, 16 lanes (exp16 is exp8's polynomial, the division is
+// IEEE): the same bits, in half the instructions (5632 values, in cache: 1.9 -> 1.0 us).
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  auto at = [&](__m512 g, __m512 u) {
+    return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g)))), u);
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, at(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+  if (i < n) {
+    const __mmask16 m = first(n - i);
+    _mm512_mask_storeu_ps(out + i, m, at(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
 }  // namespace
 
 const VecOps& avx512_vec_ops() {
   static const VecOps ops = [] {
     VecOps o = avx2_vec_ops();
     o.isa = Isa::Avx512;
+    o.swiglu = &swiglu;
     o.attend_span = &attend_span;
     return o;
   }();

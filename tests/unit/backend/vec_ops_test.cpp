@@ -41,6 +41,22 @@ TEST_P(VecOpsTest, ExpIsWithinItsStatedBound) {
   for (float v : out) EXPECT_TRUE(v >= 0.0f && v < 1e-37f) << v;
 }
 
+// The AVX-512 form is AVX2's on 16 lanes (the same exp polynomial, IEEE division): the same
+// bits, at every length's tail.
+TEST_P(VecOpsTest, SwigluBitsEqualAvx2s) {
+  if (GetParam() != Isa::Avx512) GTEST_SKIP() << "compares the AVX-512 form with the AVX2 one";
+  std::normal_distribution<float> normal(0.0f, 6.0f);
+  for (int64_t n : {1, 15, 16, 17, 100, 5632}) {
+    std::vector<float> g(static_cast<size_t>(n)), u(g.size()), a(g.size()), b(g.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = normal(rng_), u[i] = normal(rng_);
+    g[0] = -100.0f;  // exp past the clamp
+    ops().swiglu(g.data(), u.data(), a.data(), n);
+    vec_ops(Isa::Avx2).swiglu(g.data(), u.data(), b.data(), n);
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << "n " << n << " i " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
 TEST_P(VecOpsTest, ToF32EqualsTheReferenceDequantizerAtAnyOffset) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     const int64_t n = 160;

@@ -406,13 +406,20 @@ class CpuBackend final : public Backend {
       auto token = [&](int64_t t, int tid) {
         cpu::AttentionScratch& sc = attention_scratch_[static_cast<size_t>(tid)];
         sc.part.resize(static_cast<size_t>(part_floats));
+        float* out_t = task.out + t * task.n_heads * hd;
+        if (first_span(t + 1) - first_span(t) == 1) {
+          // One span (a short context): its part is the state, as a merge into the empty state
+          // would leave it, bit for bit (attention_parts.h); no state to clear and merge into.
+          span(t, 0, sc, sc.part.data());
+          return cpu::finish_attention_state(sc.part.data(), out_t, task.n_heads, hd);
+        }
         sc.state.resize(static_cast<size_t>(part_floats));
         cpu::clear_attention_state(sc.state.data(), task.n_heads, hd);
         for (int64_t i = 0; i < first_span(t + 1) - first_span(t); ++i) {
           span(t, i, sc, sc.part.data());
           cpu::merge_attention_part(sc.state.data(), sc.part.data(), task.n_heads, hd);
         }
-        cpu::finish_attention_state(sc.state.data(), task.out + t * task.n_heads * hd, task.n_heads, hd);
+        cpu::finish_attention_state(sc.state.data(), out_t, task.n_heads, hd);
       };
       if (serial) {
         for (int64_t t = 0; t < b.n_tokens; ++t) token(t, 0);

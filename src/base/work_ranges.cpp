@@ -16,8 +16,9 @@ constexpr int64_t back_of(uint64_t r) { return static_cast<int64_t>(r & 0xFFFFFF
 
 WorkRanges::WorkRanges(int n_workers) : n_(std::max(n_workers, 1)), slots_(std::make_unique<Slot[]>(n_)) {}
 
-void WorkRanges::reset(int64_t n, int64_t grain, int64_t max_piece) {
+void WorkRanges::reset(int64_t n, int64_t grain, int64_t max_piece, int64_t min_steal) {
   grain_ = std::max<int64_t>(grain, 1);
+  min_steal_ = std::max<int64_t>(min_steal, 0);
   max_piece_ = max_piece > 0 ? std::max(max_piece / grain_, int64_t{1}) * grain_ : 0;
   const int64_t units = (n + grain_ - 1) / grain_;
   for (int w = 0; w < n_; ++w) {
@@ -53,12 +54,12 @@ bool WorkRanges::next(int w, int64_t* begin, int64_t* end) {
 }
 
 // Takes the back half (split on a grain boundary; all of it when under two grains) of the
-// first other range with anything left, and makes it w's own.
+// first other range with at least 2 min_steal items left, and makes it w's own.
 bool WorkRanges::steal(int w) {
   for (int i = 1; i < n_; ++i) {
     std::atomic<uint64_t>& victim = slots_[(w + i) % n_].range;
     uint64_t cur = victim.load(std::memory_order_acquire);
-    while (front_of(cur) < back_of(cur)) {
+    while (front_of(cur) < back_of(cur) && back_of(cur) - front_of(cur) >= 2 * min_steal_) {
       // Fronts stay on grain boundaries (the split too); a back may be n.
       const int64_t front = front_of(cur), back = back_of(cur), left = back - front;
       const int64_t split = left >= 2 * grain_ ? front + (left + 1) / 2 / grain_ * grain_ : front;

@@ -10,7 +10,8 @@
 // chunks per thread the last chunk leaves one thread idle for up to a chunk's time: one token's
 // q2_K decode lost about 10% of its matmul time to that imbalance (BENCHMARKS "Session 11").
 // Here a worker's rows stay contiguous (its weight stream and prefetches run on across pieces),
-// and the last pieces are small.
+// and the last pieces are small. A steal moves the victim's line to the thief and back on the
+// victim's next claim, so a remainder too small to repay that (min_steal) stays with its owner.
 #pragma once
 
 #include <atomic>
@@ -25,13 +26,15 @@ class WorkRanges {
   explicit WorkRanges(int n_workers);
 
   /// @brief Splits [0, n) evenly (on multiples of grain) between the workers. Pieces are
-  /// multiples of grain (but the last one) and at most max_piece items (<= 0: no cap).
-  /// Call before the workers start (e.g. before ThreadPool::run, which publishes it);
-  /// 0 <= n < 2^32.
-  void reset(int64_t n, int64_t grain, int64_t max_piece = 0);
+  /// multiples of grain (but the last one) and at most max_piece items (<= 0: no cap). A
+  /// thief takes half of another's range only when that half would be at least min_steal
+  /// items; less is left to its owner, so with min_steal > 0 every worker must call next
+  /// until it returns false (as every job of ThreadPool::run does). Call before the workers
+  /// start (e.g. before ThreadPool::run, which publishes it); 0 <= n < 2^32.
+  void reset(int64_t n, int64_t grain, int64_t max_piece = 0, int64_t min_steal = 0);
 
   /// @brief The next piece [*begin, *end) for worker w: from its own range, else stolen from
-  /// another's. false when no worker's range has anything left.
+  /// another's. false when no range has anything left that w may take.
   bool next(int w, int64_t* begin, int64_t* end);
 
  private:
@@ -43,7 +46,7 @@ class WorkRanges {
 
   int n_;
   std::unique_ptr<Slot[]> slots_;
-  int64_t grain_ = 1, max_piece_ = 0;
+  int64_t grain_ = 1, max_piece_ = 0, min_steal_ = 0;
 };
 
 }  // namespace th

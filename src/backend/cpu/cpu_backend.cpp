@@ -59,6 +59,13 @@ constexpr int64_t kChunkRowMultiple = 16;
 constexpr int64_t kChunksPerThread = 4;
 constexpr int64_t kTokenTile = 64;
 constexpr size_t kWeightChunkBytes = size_t{128} << 10;
+// The least a thread steals from another's range in a one-token matmul: 3 grains (48 rows, a
+// remainder under 96 stays with its owner). A steal costs each side a cache line's trip between
+// the cores (~0.3-1 us on the 2-vCPU Zen 5 VM, twice: the victim's next claim fetches the line
+// back), about what the last grains take: 1.1B q2_K decode, in-process A/B over 5 runs, matmul
+// regions 75.8-84.5 -> 73.8-80.0 us, a step 0.950-0.989x the time (q3_K's: 0.965-1.035x).
+// A batch's rows are worth stealing to the last grain.
+constexpr int64_t kMinStealRowsOneToken = 48;
 // Dequantize-and-dot fallback: rows dequantized at a time, 4 to 64 of them. For
 // a few tokens, up to 16 KiB of f32, so the rows are still in L1 (32 KiB on
 // Zen 3) when the dot products read them back; for a batch, up to 128 KiB,
@@ -464,16 +471,17 @@ class CpuBackend final : public Backend {
 
   // f(begin, end) over pieces of [0, n) that are multiples of grain (but the last) and at most
   // max_piece long (<= 0: no cap): each thread works through its own contiguous range and then
-  // steals from the others' (WorkRanges), so a thread's rows stream in order.
+  // steals halves of at least min_steal items from the others' (WorkRanges), so a thread's rows
+  // stream in order.
   template <class F>
-  void parallel_ranges(int64_t n, int64_t grain, int64_t max_piece, F&& f) {
+  void parallel_ranges(int64_t n, int64_t grain, int64_t max_piece, int64_t min_steal, F&& f) {
     if (n <= 0) return;
     if (pool_.size() == 1 || n <= grain) {
       const int64_t step = max_piece > 0 ? max_piece : n;
       for (int64_t b = 0; b < n; b += step) f(b, std::min(n, b + step));
       return;
     }
-    ranges_.reset(n, grain, max_piece);  // published to the workers by run()
+    ranges_.reset(n, grain, max_piece, min_steal);  // published to the workers by run()
     auto job = [&](int tid, int) {
       int64_t b, e;
       while (ranges_.next(tid, &b, &e)) f(b, e);
@@ -543,7 +551,7 @@ class CpuBackend final : public Backend {
     // A batch's pieces: at most 128 KiB of weights (at least one grain of rows); a few tokens: no cap.
     const int64_t cap =
         n > kTokenTile ? std::max<int64_t>(1, static_cast<int64_t>(kWeightChunkBytes / std::max<size_t>(w_rb, 1))) : 0;
-    parallel_ranges(rows, kChunkRowMultiple, cap, [&](int64_t r0, int64_t r1) {
+    parallel_ranges(rows, kChunkRowMultiple, cap, n == 1 ? kMinStealRowsOneToken : 0, [&](int64_t r0, int64_t r1) {
       for (size_t i = 0; i < jobs.size(); ++i) {
         const WeightView& w = *jobs[i].w;
         const int64_t b = std::max<int64_t>(r0 - first_row_[i], 0), e = std::min(r1 - first_row_[i], w.rows);

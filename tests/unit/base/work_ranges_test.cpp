@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -52,6 +53,28 @@ TEST(WorkRanges, AWorkerThatNeverComesHasItsRangeStolen) {
   EXPECT_FALSE(r.next(0, &b, &e));
 }
 
+TEST(WorkRanges, ARemainderUnderTwiceMinStealStaysWithItsOwner) {
+  WorkRanges r(2);
+  r.reset(256, 16, 0, 48);  // worker 0: 0..128, worker 1: 128..256
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  int64_t b, e, stolen_from = 256;
+  // Worker 1: its own 128..256, then the back half of worker 0's 128 (>= 2 x 48): 64..128.
+  while (r.next(1, &b, &e)) {
+    pieces.emplace_back(b, e);
+    stolen_from = std::min(stolen_from, b);
+  }
+  EXPECT_EQ(stolen_from, 64);
+  // The 64 left (under 2 x 48) were not stolen: still worker 0's, all of them.
+  int64_t own = 0;
+  while (r.next(0, &b, &e)) {
+    pieces.emplace_back(b, e);
+    EXPECT_LE(e, 64);
+    own += e - b;
+  }
+  EXPECT_EQ(own, 64);
+  check_pieces(pieces, 256, 16, 0);
+}
+
 TEST(WorkRanges, EachWorkerStartsOnItsOwnContiguousRange) {
   WorkRanges r(2);
   r.reset(100, 16);
@@ -79,7 +102,7 @@ TEST(WorkRanges, ThreadsRacingEveryItemOnce) {
   WorkRanges r(kThreads);
   for (int round = 0; round < 200; ++round) {
     const int64_t n = 1 + round * 37 % 5000, grain = 1 + round % 16, cap = round % 3 == 0 ? 0 : 4 * grain;
-    r.reset(n, grain, cap);
+    r.reset(n, grain, cap, round % 4 == 0 ? 3 * grain : 0);
     std::vector<std::vector<std::pair<int64_t, int64_t>>> got(kThreads);
     std::atomic<int> go{0};
     std::vector<std::thread> ts;

@@ -311,7 +311,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers[static_cast<size_t>(l)];
     b.rmsnorm(x_, L.attn_norm, h_, n, c.n_embd, c.rms_eps);
-    b.prefetch(L.ffn_norm, c.n_embd);  // the next norm's weights, while the block runs
+    b.prefetch(L.ffn_norm, c.n_embd);  // each next norm's weights, while a block's products run
     attention_block(L, l, n, batch, kv, ab);
     if (L.attn_post_norm) {
       b.rmsnorm(o_, L.attn_post_norm, h_, n, c.n_embd, c.rms_eps);

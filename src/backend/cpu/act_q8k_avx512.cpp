@@ -1,11 +1,10 @@
 // Q8_K conversion and the panel multiply cores with AVX-512 BW + VNNI (compiled with
 // -mavx512*; called only where available_isas() has Avx512); the cores' loops are
-// act_q8k_driver.h's. A 2-row x 4-token
-// tile on 64-element vectors: vpmaddubsw then vpdpwssd (multiply by the int16 scales and
-// add to the accumulator in one instruction), 2 instructions per 64 multiply-adds per
-// (row, token) against AVX2's 3 per 32. With 32 vector registers all eight int32
-// accumulators stay in registers through a block; GCC keeps the float sums on the stack,
-// one load and store per block.
+// act_q8k_driver.h's. A 2-row x 4-token tile on 64-element vectors: vpmaddubsw then
+// vpdpwssd (multiply by the int16 scales and add to the accumulator in one instruction), 2
+// instructions per 64 multiply-adds per (row, token) against AVX2's 3 per 32. With 32
+// vector registers all eight int32 accumulators stay in registers through a block; GCC keeps
+// the float sums on the stack, one load and store per block.
 // GCC 12's AVX-512 headers build some results from _mm512_undefined_*() and then warn
 // that it is uninitialized once inlined (GCC bug 105593, fixed in GCC 13).
 #if defined(__GNUC__) && !defined(__clang__)

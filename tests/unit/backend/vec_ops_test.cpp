@@ -53,7 +53,8 @@ TEST_P(VecOpsTest, SwigluBitsEqualAvx2s) {
     ops().swiglu(g.data(), u.data(), a.data(), n);
     vec_ops(Isa::Avx2).swiglu(g.data(), u.data(), b.data(), n);
     for (size_t i = 0; i < g.size(); ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << "n " << n << " i " << i << ": " << a[i] << " vs " << b[i];
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+          << "n " << n << " i " << i << ": " << a[i] << " vs " << b[i];
   }
 }
 

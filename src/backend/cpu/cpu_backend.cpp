@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -46,6 +47,20 @@ using cpu::Isa;
 // what waking the pool and waiting at its barrier cost (1-10 us measured on
 // 2 shared cores).
 constexpr int64_t kParallelMinFloats = int64_t{1} << 15;
+
+// Waits until done is set: pausing between polls, then (after ~20 us, when another thread
+// may hold the CPU that the setter needs) yielding.
+inline void spin_until(const std::atomic<bool>& done) {
+  for (int i = 0; !done.load(std::memory_order_acquire); ++i) {
+    if (i >= 1024) {
+      std::this_thread::yield();
+      continue;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 
 // Matmul scheduling (parallel_ranges): each thread takes the rows of its own contiguous
 // range in pieces (a quarter of what it has left), then steals half of another's; pieces are
@@ -470,19 +485,28 @@ class CpuBackend final : public Backend {
   }
 
   // f(begin, end) over pieces of [0, n) that are multiples of grain (but the last) and at most
-  // max_piece long (<= 0: no cap): each thread works through its own contiguous range and then
-  // steals halves of at least min_steal items from the others' (WorkRanges), so a thread's rows
-  // stream in order.
-  template <class F>
-  void parallel_ranges(int64_t n, int64_t grain, int64_t max_piece, int64_t min_steal, F&& f) {
+  // max_piece long (<= 0: no cap), after first() on the calling thread: each thread works
+  // through its own contiguous range and then steals halves of at least min_steal items from
+  // the others' (WorkRanges), so a thread's rows stream in order. The other threads are woken
+  // before first() runs and wait for it to finish (their wake-up overlaps it).
+  template <class First, class F>
+  void parallel_ranges(int64_t n, int64_t grain, int64_t max_piece, int64_t min_steal, First&& first, F&& f) {
     if (n <= 0) return;
     if (pool_.size() == 1 || n <= grain) {
+      first();
       const int64_t step = max_piece > 0 ? max_piece : n;
       for (int64_t b = 0; b < n; b += step) f(b, std::min(n, b + step));
       return;
     }
     ranges_.reset(n, grain, max_piece, min_steal);  // published to the workers by run()
+    first_done_.store(false, std::memory_order_relaxed);  // published by run() too
     auto job = [&](int tid, int) {
+      if (tid == 0) {
+        first();
+        first_done_.store(true, std::memory_order_release);
+      } else {
+        spin_until(first_done_);
+      }
       int64_t b, e;
       while (ranges_.next(tid, &b, &e)) f(b, e);
     };
@@ -530,13 +554,18 @@ class CpuBackend final : public Backend {
     const bool prepare = k.prepare != nullptr && n >= k.packed_min_tokens;
     const size_t prep_rb = prepare ? k.prepared_row_bytes(cols) : 0;
     uint8_t* prep = prepared_.reserve(static_cast<size_t>(n) * prep_rb);
-    parallel_rows(n, cols, [&](int64_t t0, int64_t t1) {
+    auto convert = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* a = act + static_cast<size_t>(t) * act_rb;
         k.convert_act(x + t * cols, a, cols);
         if (prepare) k.prepare(a, cols, prep + static_cast<size_t>(t) * prep_rb);
       }
-    });
+    };
+    // A few tokens, which the caller converts alone, are converted inside the region, after
+    // the workers are woken (parallel_ranges' first): their wake-up (0.5-2.5 us on the 2-vCPU
+    // Zen 5 VM) overlaps the conversion instead of following it. More, by all threads before it.
+    const bool convert_first = pool_.size() > 1 && (n < 2 || n * cols < kParallelMinFloats);
+    if (!convert_first) parallel_rows(n, cols, convert);
     const uint8_t* in = prepare ? prep : act;
     const size_t in_rb = prepare ? prep_rb : act_rb;
     const size_t w_rb = row_bytes(jobs[0].w->type, cols);
@@ -551,7 +580,10 @@ class CpuBackend final : public Backend {
     // A batch's pieces: at most 128 KiB of weights (at least one grain of rows); a few tokens: no cap.
     const int64_t cap =
         n > kTokenTile ? std::max<int64_t>(1, static_cast<int64_t>(kWeightChunkBytes / std::max<size_t>(w_rb, 1))) : 0;
-    parallel_ranges(rows, kChunkRowMultiple, cap, n == 1 ? kMinStealRowsOneToken : 0, [&](int64_t r0, int64_t r1) {
+    auto first = [&] {
+      if (convert_first) convert(0, n);
+    };
+    parallel_ranges(rows, kChunkRowMultiple, cap, n == 1 ? kMinStealRowsOneToken : 0, first, [&](int64_t r0, int64_t r1) {
       for (size_t i = 0; i < jobs.size(); ++i) {
         const WeightView& w = *jobs[i].w;
         const int64_t b = std::max<int64_t>(r0 - first_row_[i], 0), e = std::min(r1 - first_row_[i], w.rows);
@@ -598,6 +630,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   std::atomic<int64_t> next_chunk_{0};
   WorkRanges ranges_{pool_.size()};  // parallel_ranges' state
+  alignas(64) std::atomic<bool> first_done_{false};  // and its first() finished
   std::vector<int64_t> first_row_;   // matmul_kernel: where each matrix's rows start in its region
   std::vector<std::vector<float>> weight_scratch_;            // per thread: dequantized weight rows
   std::vector<cpu::AttentionScratch> attention_scratch_;      // per thread

@@ -53,7 +53,6 @@ std::string config_name(const ::testing::TestParamInfo<Config>& info) {
   return std::string(cpu::isa_name(info.param.isa)) + "_t" + std::to_string(info.param.threads);
 }
 
-
 class BackendOps : public ::testing::TestWithParam<Config> {
  protected:
   void SetUp() override {

@@ -41,7 +41,7 @@ bool read_tool_call(const nlohmann::ordered_json& obj, const std::vector<std::st
 struct ToolBody {
   enum State : uint8_t { NeedMore, Calls, Malformed } state = NeedMore;
   size_t consumed = 0;
-  std::vector<ToolCall> calls;
+  std::vector<ToolCall> calls{};
 };
 
 size_t skip_json_space(std::string_view s, size_t i);

@@ -49,6 +49,12 @@ struct KvLayerView {
   size_t row_bytes() const { return th::row_bytes(type, kv_dim); }
 };
 
+/// @brief The KV slot of position p of a sequence whose block table is `table` (the formula
+/// above; the attention kernels walk it incrementally, block by block).
+inline int64_t kv_slot(std::span<const int32_t> table, int64_t block_size, int64_t p) {
+  return static_cast<int64_t>(table[static_cast<size_t>(p / block_size)]) * block_size + p % block_size;
+}
+
 /// @brief What one layer's attention may see besides causality, and how its scores are shaped.
 struct AttentionOptions {
   int64_t window = 0;    // > 0: a token at pos sees positions (pos - window, pos] only (sliding window)

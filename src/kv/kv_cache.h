@@ -52,7 +52,7 @@ class KvCache {
   void release(std::vector<int32_t>& table);
   /// @brief The slot of position p in a sequence with this table.
   int32_t slot(const std::vector<int32_t>& table, int64_t p) const {
-    return static_cast<int32_t>(table[static_cast<size_t>(p / block_size_)] * block_size_ + p % block_size_);
+    return static_cast<int32_t>(kv_slot(table, block_size_, p));
   }
 
  private:

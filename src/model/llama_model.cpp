@@ -296,8 +296,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
     const auto& table = batch.tables[static_cast<size_t>(s)];
     if (p < 0 || p / kv.block_size() >= static_cast<int64_t>(table.size()))
       return Status::errorf("forward: position ", p, " has no reserved KV block");
-    slots[static_cast<size_t>(t)] = static_cast<int32_t>(table[static_cast<size_t>(p / kv.block_size())] *
-                                                         kv.block_size() + p % kv.block_size());
+    slots[static_cast<size_t>(t)] = static_cast<int32_t>(kv_slot(table, kv.block_size(), p));
   }
 
   if (comm_ && comm_->size() > 1 && comm_->rank() == 0) TH_RETURN_IF_ERROR(send_plan(batch, type, kv));

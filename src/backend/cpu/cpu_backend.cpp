@@ -383,9 +383,7 @@ class CpuBackend final : public Backend {
       for (int64_t p = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0; p < pos; ++p) {
         if (budget < 2 * rb) return;
         budget -= 2 * rb;
-        const size_t at =
-            static_cast<size_t>(static_cast<int64_t>(table[static_cast<size_t>(p / b.block_size)]) * b.block_size +
-                                p % b.block_size) * rb;
+        const size_t at = static_cast<size_t>(kv_slot(table, b.block_size, p)) * rb;
         for (size_t x = 0; x < rb; x += 64) {
           __builtin_prefetch(k + at + x);
           __builtin_prefetch(v + at + x);

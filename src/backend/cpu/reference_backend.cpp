@@ -153,7 +153,7 @@ class ReferenceBackend final : public Backend {
         const int64_t kvh = h / group;
         float mx = -INFINITY;
         for (int64_t p = first; p < n_pos; ++p) {
-          const float* kp = kv_row(kv.k, kv, rb, slot(table, b.block_size, p)) + kvh * head_dim;
+          const float* kp = kv_row(kv.k, kv, rb, kv_slot(table, b.block_size, p)) + kvh * head_dim;
           float s = 0;
           for (int64_t i = 0; i < head_dim; ++i) s += qh[i] * kp[i];
           s *= scale;
@@ -170,7 +170,7 @@ class ReferenceBackend final : public Backend {
         float* oh = out + (t * n_heads + h) * head_dim;
         std::fill(oh, oh + head_dim, 0.0f);
         for (int64_t p = first; p < n_pos; ++p) {
-          const float* vp = kv_row(kv.v, kv, rb, slot(table, b.block_size, p)) + kvh * head_dim;
+          const float* vp = kv_row(kv.v, kv, rb, kv_slot(table, b.block_size, p)) + kvh * head_dim;
           const float wgt = scores_[static_cast<size_t>(p)] / sum;
           for (int64_t i = 0; i < head_dim; ++i) oh[i] += wgt * vp[i];
         }
@@ -179,10 +179,6 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
-  static int64_t slot(std::span<const int32_t> table, int64_t bs, int64_t p) {
-    return static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs;
-  }
-
   // The K or V row of a slot as f32 (dequantized into kv_row_ unless the cache is f32).
   const float* kv_row(const void* pool, const KvLayerView& kv, size_t rb, int64_t slot) {
     const uint8_t* src = static_cast<const uint8_t*>(pool) + static_cast<size_t>(slot) * rb;

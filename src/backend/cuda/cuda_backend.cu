@@ -220,7 +220,8 @@ __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, i
 
   const int64_t p_begin = window > 0 ? (n_pos > window ? n_pos - window : 0) : 0;  // sliding window
   for (int64_t p = p_begin + warp; p < n_pos; p += kAttnWarps) {
-    const int64_t slot = static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size;  // kv_slot's, on the device
+    // kv_slot (backend.h), on the device.
+    const int64_t slot = static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size;
     const uint8_t* krow = k_pool + slot * row_bytes;
     const uint8_t* vrow = v_pool + slot * row_bytes;
     float s = 0;

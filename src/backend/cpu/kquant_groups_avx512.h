@@ -80,7 +80,8 @@ void write_nibble_image(Level level, uint8_t* dst) {
     }
 }
 inline KqRegs nibble_regs(const uint8_t* img) {
-  const __m512i a = _mm512_loadu_si512(img), b = _mm512_loadu_si512(img + 64), m = _mm512_set1_epi8(0x0F);
+  const __m512i a = kept(_mm512_loadu_si512(img)), b = kept(_mm512_loadu_si512(img + 64));
+  const __m512i m = _mm512_set1_epi8(0x0F);
   return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(b, m),
            _mm512_and_si512(_mm512_srli_epi16(b, 4), m)}};
 }
@@ -95,7 +96,7 @@ void write_two_bit_image(Level level, uint8_t* img) {
     }
 }
 inline KqRegs two_bit_regs(const uint8_t* img) {
-  const __m512i a = _mm512_loadu_si512(img), m = _mm512_set1_epi8(3);
+  const __m512i a = kept(_mm512_loadu_si512(img)), m = _mm512_set1_epi8(3);
   return {{_mm512_and_si512(a, m), _mm512_and_si512(_mm512_srli_epi16(a, 2), m),
            _mm512_and_si512(_mm512_srli_epi16(a, 4), m), _mm512_and_si512(_mm512_srli_epi16(a, 6), m)}};
 }

@@ -63,7 +63,7 @@ struct IQ4_NLGroup : GroupLayout<Vec256, 160> {
 #ifdef __AVX512VBMI__
       // Q4_0Group::from_image512's registers without its masks: vpermb ignores index bits
       // 6-7, and bits 4-5 (the other nibble's) select one of four copies of the table.
-      const __m512i a = _mm512_loadu_si512(img), b = _mm512_loadu_si512(img + 64);
+      const __m512i a = kept(_mm512_loadu_si512(img)), b = kept(_mm512_loadu_si512(img + 64));
       w[0] = _mm512_permutexvar_epi8(a, t);
       w[1] = _mm512_permutexvar_epi8(_mm512_srli_epi16(a, 4), t);
       w[2] = _mm512_permutexvar_epi8(b, t);

@@ -77,7 +77,7 @@ template <bool kGfni>
 inline KqRegs low_bits(const uint8_t* img) {
   if constexpr (kGfni) {
 #ifdef __GFNI__
-    const __m512i a = _mm512_loadu_si512(img);
+    const __m512i a = kept(_mm512_loadu_si512(img));
     KqRegs r;
     r.w[0] = _mm512_and_si512(a, _mm512_set1_epi8(3));
 #pragma GCC unroll 3
@@ -207,8 +207,7 @@ struct Q3KGroup : LaneOffset<2> {  // levels + 4
       // 3's level in bits 0-2 and register 2's third bit in bit 3. Matrix byte 7 - b picks the
       // input bits of output bit b (per qword: the lower four qwords read the low nibble of
       // the second source, the upper four the high one).
-      __m512i lo = _mm512_loadu_si512(g);
-      asm("" : "+v"(lo));  // one load: GCC would fold a second, split one into the and
+      const __m512i lo = kept(_mm512_loadu_si512(g));
       const __m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64)));
       constexpr int64_t kReg1 = int64_t{8} << 56 | int64_t{16} << 48 | int64_t{32} << 40;  // bits 3-5
       constexpr int64_t kReg2Low = int64_t{64} << 56 | int64_t{128} << 48;                  // bits 6-7

@@ -67,11 +67,12 @@ struct Q4_0Group : GroupLayout<Vec256, 160> {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(img), a);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(img + 32), b);
   }
-  static Regs from_image(const uint8_t* img) { return split(loadu(img), loadu(img + 32)); }
+  static Regs from_image(const uint8_t* img) { return split(kept(loadu(img)), kept(loadu(img + 32))); }
 #ifdef __AVX512F__
   // Group8's image: two images interleaved 32 bytes at a time, so [a | a'] and [b | b'].
   static void from_image512(const uint8_t* img, __m512i (&w)[4]) {
-    const __m512i a = _mm512_loadu_si512(img), b = _mm512_loadu_si512(img + 64), m = _mm512_set1_epi8(0x0F);
+    const __m512i a = kept(_mm512_loadu_si512(img)), b = kept(_mm512_loadu_si512(img + 64));
+    const __m512i m = _mm512_set1_epi8(0x0F);
     w[0] = _mm512_and_si512(a, m);
     w[1] = _mm512_and_si512(_mm512_srli_epi16(a, 4), m);
     w[2] = _mm512_and_si512(b, m);

@@ -85,7 +85,7 @@ float dot_row(const uint8_t* row, const uint8_t* act, int64_t nb) {
     const uint8_t* qs = wb + offsetof(Block, qs);
     __m256i sumi = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      const __m256i bits = kept(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c)));
       const __m256i lo = D::levels(_mm256_and_si256(bits, m4), high, 2 * c);
       const __m256i hi = D::levels(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), high, 2 * c + 1);
       const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c));

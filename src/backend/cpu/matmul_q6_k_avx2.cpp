@@ -26,9 +26,9 @@ struct Half {
 
 Half unpack_half(const uint8_t* ql, const uint8_t* qh) {
   const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
-  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+  const __m256i a = kept(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql)));
+  const __m256i c = kept(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32)));
+  const __m256i h = kept(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
   Half out;
   out.q[0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
   out.q[1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));

@@ -45,7 +45,8 @@ struct Q6KGroup : LaneOffset<5> {  // levels + 32
 
   using Regs = KqRegs;
   static Regs load(const uint8_t* g) {
-    const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64), c = _mm512_loadu_si512(g + 128);
+    const __m512i a = kept(_mm512_loadu_si512(g)), b = kept(_mm512_loadu_si512(g + 64)),
+                  c = kept(_mm512_loadu_si512(g + 128));
     const __m512i m = _mm512_set1_epi8(0x0F);
     if constexpr (kGfni) {
 #ifdef __GFNI__

@@ -76,7 +76,7 @@ struct Q8_0Group : GroupLayout<Vec256, kVnni ? 160 : 128> {
 #ifdef __AVX512F__
   static void from_image512(const uint8_t* img, __m512i (&w)[4]) {
     static_assert(kVnni, "Group8 runs the VNNI trait");
-    for (int k = 0; k < 4; ++k) w[k] = _mm512_loadu_si512(img + 64 * k);
+    for (int k = 0; k < 4; ++k) w[k] = kept(_mm512_loadu_si512(img + 64 * k));
   }
 #endif
   static __m256i dot(const Regs& r, const uint8_t* a) {

@@ -39,6 +39,18 @@ struct TileTable {
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/// A loaded register kept as one: `const __m512i a = kept(_mm512_loadu_si512(p));`. GCC folds
+/// a load into every use of its value that takes a memory operand (vpsrlw, vpandd,
+/// vpdpbusd), so weight bytes decoded into two registers were read twice. The one-token
+/// loops are bound by their loads (Zen 5 issues two 64-byte loads a cycle): IQ4_NL's lost
+/// 20% to two such reloads a group (BENCHMARKS "Session 21"). The empty asm claims to change
+/// the register, so the compiler cannot re-read memory in its place.
+template <class V>
+[[gnu::always_inline]] inline V kept(V v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
 /// Rows [r0, r1) by n_tokens tokens, kR x kT tiles at a time and the edges through the
 /// smaller ones, for tiles called as fn(w, w_row_bytes, act, act_row_bytes, cols, y,
 /// y_stride) at their first row and token (the float and bf16 families).

@@ -547,10 +547,8 @@ class CpuBackend final : public Backend {
     if (act_.size() < static_cast<size_t>(n) * act_rb) act_.resize(static_cast<size_t>(n) * act_rb);
     uint8_t* act = act_.data();
     // A kernel with a prepare step gets its activations prepared here, once, rather than
-    // in every chunk's gemm call; not for the few-token matmuls it runs on the file's layout
-    // (packed_min_tokens), where gemm reads the act rows as they are (gemm_prepared gives
-    // the same results bit for bit, after a pass that would only copy them).
-    const bool prepare = k.prepare != nullptr && n >= k.packed_min_tokens;
+    // in every chunk's gemm call.
+    const bool prepare = k.prepare != nullptr;
     const size_t prep_rb = prepare ? k.prepared_row_bytes(cols) : 0;
     uint8_t* prep = prepared_.reserve(static_cast<size_t>(n) * prep_rb);
     auto convert = [&](int64_t t0, int64_t t1) {

@@ -75,11 +75,6 @@ struct MatmulKernel {
   void (*gemm_packed)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
                       int64_t y_stride) = nullptr;
-  /// Matmuls of fewer tokens than this run gemm on the file's layout, unprepared, even where
-  /// the weights are packed: q4_K and q6_K on AVX-512, whose one-token AVX2 dot products stream
-  /// the file's rows faster than the packed groups do (1.1B q4_K decode 27.5 against 23.5
-  /// tokens/s, alternated; the packed groups win from 2 tokens on).
-  int packed_min_tokens = 1;
 };
 
 /// @brief The kernel for weights of `weight` type at `isa`, or nullptr when there is none

@@ -65,8 +65,7 @@ MatmulKernel matmul_q3_k_avx512() {
       .isa = Isa::Avx512,
       .convert_act = quantize_row_q8_k_avx512,
       .gemm = gemm_q3_k_avx512,
-      .gemm_prepared = gemm_on_q8k_part<gemm_q3_k_avx512>,
-      .packed_min_tokens = 1});
+      .gemm_prepared = gemm_on_q8k_part<gemm_q3_k_avx512>});
 }
 
 }  // namespace th::cpu

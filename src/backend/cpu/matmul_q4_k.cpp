@@ -48,17 +48,15 @@ constexpr auto gemm_q4_k_avx512 = gemm_kquant<PanelK4, gemv_q4_k_avx2, unpack_q4
 }  // namespace
 
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_q4_k_avx512.cpp's
-// super-block groups instead from two tokens on (one token streams the file's layout
-// through gemv, faster): within the kquant tests' rounding
-// bound of gemm, not bit for bit (see that file).
+// super-block groups instead, one token included: within the kquant tests' rounding bound of
+// gemm, not bit for bit (see that file).
 MatmulKernel matmul_q4_k_avx512() {
   return with_q4_k_groups_avx512({.weight = DType::Q4_K,
                                  .act = DType::Q8_K,
                                  .isa = Isa::Avx512,
                                  .convert_act = quantize_row_q8_k_avx512,
                                  .gemm = gemm_q4_k_avx512,
-                                 .gemm_prepared = gemm_on_q8k_part<gemm_q4_k_avx512>,
-                                 .packed_min_tokens = 2});
+                                 .gemm_prepared = gemm_on_q8k_part<gemm_q4_k_avx512>});
 }
 
 }  // namespace th::cpu

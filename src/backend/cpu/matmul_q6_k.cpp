@@ -57,19 +57,16 @@ constexpr auto gemm_q6_k_avx512 = gemm_kquant<PanelK6, gemv_q6_k_avx2, unpack_q6
 }  // namespace
 
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_q6_k_group.h's super-block
-// groups: from one token on where the CPU has GFNI (their GFNI variant), from two otherwise
-// (one token streams the file's layout through gemv, faster than the plain unpacking); within
-// the kquant tests' rounding bound of gemm, not bit for bit (see that file).
+// groups (their GFNI variant where the CPU has GFNI), one token included; within the kquant
+// tests' rounding bound of gemm, not bit for bit (see that file).
 MatmulKernel matmul_q6_k_avx512() {
-  const bool gfni = has_avx512_gfni();
-  return (gfni ? with_q6_k_groups_avx512gfni : with_q6_k_groups_avx512)({
+  return (has_avx512_gfni() ? with_q6_k_groups_avx512gfni : with_q6_k_groups_avx512)({
       .weight = DType::Q6_K,
       .act = DType::Q8_K,
       .isa = Isa::Avx512,
       .convert_act = quantize_row_q8_k_avx512,
       .gemm = gemm_q6_k_avx512,
-      .gemm_prepared = gemm_on_q8k_part<gemm_q6_k_avx512>,
-      .packed_min_tokens = gfni ? 1 : 2});
+      .gemm_prepared = gemm_on_q8k_part<gemm_q6_k_avx512>});
 }
 
 }  // namespace th::cpu

@@ -1,7 +1,8 @@
 // What the AVX2 k-quant kernels (matmul_q2_k_q3_k_avx2.cpp, matmul_q4_k_q5_k_avx2.cpp,
 // matmul_q6_k_avx2.cpp) share: the Q8_K activation block's stride, horizontal
 // sums, unaligned scalar loads and the 6-bit scale/min unpacking of Q4_K and
-// Q5_K (and tile_table.h's kStreamPrefetchBytes and kept). Include only from translation units compiled for AVX2 (+F16C).
+// Q5_K (and, through tile_table.h, kept). Include only from translation units
+// compiled for AVX2 (+F16C).
 #pragma once
 
 #include <immintrin.h>

@@ -64,7 +64,8 @@ struct IQ4XSGroup : LaneOffset<7> {  // levels + 128
     std::memcpy(&header, g + kHeader, 8);
     std::memcpy(&d, g + kHeader, 2);
     // Field j to bits 58-63, then down with its sign: ls_j - 32 in qword j.
-    const __m512i at_top = _mm512_sllv_epi64(_mm512_set1_epi64(header), _mm512_setr_epi64(42, 36, 30, 24, 18, 12, 6, 0));
+    const __m512i shift = _mm512_setr_epi64(42, 36, 30, 24, 18, 12, 6, 0);
+    const __m512i at_top = _mm512_sllv_epi64(_mm512_set1_epi64(header), shift);
     const __m256 ls = _mm512_cvtepi64_ps(_mm512_srai_epi64(at_top, 58));
     const __m512 per_lane = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
                                                   _mm512_castps256_ps512(ls));

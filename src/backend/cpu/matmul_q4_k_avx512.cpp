@@ -25,7 +25,7 @@
 //
 // Rounding: the integer sums are exact in both paths; the float steps differ (this path
 // scales each lane's sum, the panel path the block's scaled integer sum, which can exceed
-// 2^24, and one-token decode runs gemv_q4_k_avx2's lanes on the file's layout), so packed
+// 2^24, and one token on the file's layout runs gemv_q4_k_avx2's lanes), so packed
 // results are not bit-identical to gemm; both stay within a few ulps of sum |w x| (the
 // kquant tests check 2e-5 * sum |w x| against the exact product and against gemm).
 // GCC 12's AVX-512 headers warn on _mm512_undefined_*() once inlined (GCC bug 105593).

@@ -22,9 +22,13 @@ Result<std::unique_ptr<Communicator>> start_communicator(int n) {
     set_mpi_all_reduce_algorithm(*a);
   }
   TH_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, make_mpi_communicator());
-  if (comm->size() != n)
+  if (comm->size() != n) {
+    // Every rank finds this; they leave together, so no rank's exit (which makes mpirun kill
+    // the job) comes before another has said it (a loaded CI host lost rank 0's line once).
+    (void)comm->barrier(kStartupTimeout);
     return Status::errorf("--tensor-parallel ", n, " but this MPI job has ", comm->size(), " ranks (run it as mpirun -np ",
                           n, " ...)");
+  }
   // Every rank got this far: from here a rank that fails says so to all of them (agree).
   TH_RETURN_IF_ERROR(comm->barrier(kStartupTimeout));
   return comm;

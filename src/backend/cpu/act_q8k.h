@@ -195,6 +195,9 @@ MatmulKernel with_q2_k_groups_avx512gfni(MatmulKernel file_layout);
 MatmulKernel with_q3_k_groups_avx512gfni(MatmulKernel file_layout);
 MatmulKernel with_q6_k_groups_avx512gfni(MatmulKernel file_layout);
 MatmulKernel with_iq4_xs_groups_avx512(MatmulKernel file_layout);
+/// IQ4_XS's with the levels looked up by vpermb (matmul_iq4_xs_avx512vbmi.cpp: only where
+/// has_avx512_vbmi()); bit for bit the plain one's results.
+MatmulKernel with_iq4_xs_groups_avx512vbmi(MatmulKernel file_layout);
 
 /// IQ4_XS x Q8_K (matmul_iq4_xs_tile.h): whole gemms, MatmulKernel::gemm semantics. IQ4_XS
 /// shares the Q8_K activations, not the panels: its levels are signed (-127..113), which

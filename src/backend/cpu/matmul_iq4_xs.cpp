@@ -53,14 +53,16 @@ MatmulKernel matmul_iq4_xs_avx2() {
 }
 
 // Weights repacked at load (CpuBackend::prepare_weight) run matmul_iq4_xs_avx512.cpp's
-// super-block groups for every token count: within the kquant tests' rounding bound of gemm.
+// super-block groups for every token count (their vpermb variant where the CPU has VBMI):
+// within the kquant tests' rounding bound of gemm.
 MatmulKernel matmul_iq4_xs_avx512() {
-  return with_iq4_xs_groups_avx512({.weight = DType::IQ4_XS,
-                                   .act = DType::Q8_K,
-                                   .isa = Isa::Avx512,
-                                   .convert_act = quantize_row_q8_k_avx512,
-                                   .gemm = gemm_iq4_xs_avx512,
-                                   .gemm_prepared = gemm_on_q8k_part<gemm_iq4_xs_avx512>});
+  return (has_avx512_vbmi() ? with_iq4_xs_groups_avx512vbmi : with_iq4_xs_groups_avx512)({
+      .weight = DType::IQ4_XS,
+      .act = DType::Q8_K,
+      .isa = Isa::Avx512,
+      .convert_act = quantize_row_q8_k_avx512,
+      .gemm = gemm_iq4_xs_avx512,
+      .gemm_prepared = gemm_on_q8k_part<gemm_iq4_xs_avx512>});
 }
 
 }  // namespace th::cpu

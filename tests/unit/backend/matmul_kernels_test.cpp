@@ -453,9 +453,10 @@ TEST(MatmulRegistry, Iq4NlVbmiMatchesPlainAvx512) {
 }
 
 // Where the CPU has GFNI, find_matmul_kernel gives q2_K's, q3_K's and q6_K's GFNI variants
-// (their bit fields unpacked by vgf2p8affineqb), so the suites above no longer run the plain
-// AVX-512 ones here: on packed weights both must give the same bits, for one token (q2_K's
-// pairs of super-blocks and an odd last one), a few (inline scales) and a batch.
+// (their bit fields unpacked by vgf2p8affineqb) and IQ4_XS's VBMI one (levels by vpermb; GFNI
+// here implies VBMI), so the suites above no longer run the plain AVX-512 ones here: on packed
+// weights both must give the same bits, for one token (q2_K's pairs of super-blocks and an odd
+// last one), a few (inline scales) and a batch.
 TEST(MatmulRegistry, KQuantGfniMatchesPlainAvx512) {
   if (!has_avx512_gfni()) GTEST_SKIP() << "this CPU lacks GFNI on AVX-512";
   using WithGroups = MatmulKernel (*)(MatmulKernel);
@@ -464,7 +465,8 @@ TEST(MatmulRegistry, KQuantGfniMatchesPlainAvx512) {
     WithGroups plain, gfni;
   } families[] = {{DType::Q2_K, with_q2_k_groups_avx512, with_q2_k_groups_avx512gfni},
                   {DType::Q3_K, with_q3_k_groups_avx512, with_q3_k_groups_avx512gfni},
-                  {DType::Q6_K, with_q6_k_groups_avx512, with_q6_k_groups_avx512gfni}};
+                  {DType::Q6_K, with_q6_k_groups_avx512, with_q6_k_groups_avx512gfni},
+                  {DType::IQ4_XS, with_iq4_xs_groups_avx512, with_iq4_xs_groups_avx512vbmi}};
   std::mt19937 rng(29);
   for (const auto& [type, plain, gfni] : families) {
     const MatmulKernel& file_layout = *find_matmul_kernel(type, Isa::Avx512);

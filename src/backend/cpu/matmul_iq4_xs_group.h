@@ -17,7 +17,7 @@ namespace {
 template <bool kVbmi>
 struct IQ4XSGroup : LaneOffset<7> {  // levels + 128
   static constexpr int kSbBytes = sizeof(BlockIQ4_XS);  // 136
-  static constexpr int kHeader = 128;                    // d, scales_h, scales_l in a packed super-block
+  static constexpr int kHeader = 128;                    // the packed header: d and the 6-bit scales
   static constexpr int kScVecs = 1;                      // d * (ls_j - 32)
   static_assert(kSbBytes == kHeader + 8 && offsetof(BlockIQ4_XS, qs) == 8);
 

@@ -164,24 +164,51 @@ void prepare_row(const uint8_t* act, int64_t cols, uint8_t* dst) {
   }
 }
 
+// Packed groups (Packed below) keep their images and their scales apart: a row's full
+// groups' images, then their scales (kSplit); the file's layout keeps each group whole.
+template <class G>
+constexpr bool kSplit = requires { G::kScaleBytes; };
+template <class G>
+constexpr int image_bytes() {
+  if constexpr (kSplit<G>) return G::kImageBytes;
+  return G::kBlocks * G::kBytes;
+}
+template <class G>
+constexpr int scale_bytes() {
+  if constexpr (kSplit<G>) return G::kScaleBytes;
+  return 0;
+}
+
 // One R x T tile over ng groups. Weights: row r's group g at w + r * w_row_bytes +
-// g * kBlocks * kBytes. Activations: token t's group g at act + t * act_stride + g * kActBytes.
-// kInlineScales: d_w comes from the table per (row, group) (few tokens: little to reuse);
-// otherwise from dwf (8 lane scales per group, row r at dwf + r * dwf_stride), converted
-// once per row panel and reused by every token tile. add: y += result, else y = result.
-// (Inlined into GroupTiles::tile, the function the tables point to: a call in between
-// cost 0.6% of the instructions of a 110m q8_0 run, callgrind.)
+// g * kBlocks * kBytes (packed: its image at w + r * w_row_bytes + g * kImageBytes, its scales
+// at scales + r * w_row_bytes + g * kScaleBytes). Activations: token t's group g at act + t *
+// act_stride + g * kActBytes. kInlineScales (whole rows: w and scales at their starts): d_w
+// comes from the table per (row, group) (few tokens: little to reuse); otherwise from dwf (8
+// lane scales per group, row r at dwf + r * dwf_stride), converted once per row panel and
+// reused by every token tile. add: y += result, else y = result. (Inlined into
+// GroupTiles::tile, the function the tables point to: a call in between cost 0.6% of the
+// instructions of a 110m q8_0 run, callgrind.)
 template <class G, int R, int T, bool kInlineScales>
-[[gnu::always_inline]] inline void group_tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act,
-                                              size_t act_stride, const float* dwf, int64_t dwf_stride,
-                                              const float* f16, float* y, int64_t y_stride, bool add) {
+[[gnu::always_inline]] inline void group_tile(const uint8_t* w, const uint8_t* scales, size_t w_row_bytes, int64_t ng,
+                                              const uint8_t* act, size_t act_stride, const float* dwf,
+                                              int64_t dwf_stride, const float* f16, float* y, int64_t y_stride,
+                                              bool add) {
   using V = typename G::V;
-  constexpr int kGroupBytes = G::kBlocks * G::kBytes;
+  constexpr int kGroupBytes = image_bytes<G>();
   typename V::F acc[R][T];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+  if constexpr (kInlineScales && kSplit<G>) {
+    // The images' prefetch below steps over each row's scales (and what follows them up to
+    // the next row): theirs, as far ahead.
+    const int64_t rest = static_cast<int64_t>(w_row_bytes) - ng * kGroupBytes;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      for (int64_t o = 0; o < rest; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(scales + r * w_row_bytes + kStreamPrefetchBytes + o), _MM_HINT_T0);
+  }
   for (int64_t g = 0; g < ng; ++g) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -191,14 +218,18 @@ template <class G, int R, int T, bool kInlineScales>
       if constexpr (kInlineScales) {
         // A few tokens stream the row from DRAM: ask for the lines kStreamPrefetchBytes
         // ahead (on Zen 5, q4_0 2048 x 2048, best of 200, none -> 1 KiB: 13.7 -> 14-17.6
-        // GB/s); up to two lines a group, as measured (a 4-block q8_0 group spans three).
+        // GB/s); the file's layout up to two lines a group, as measured (a 4-block q8_0
+        // group spans three), a packed image all of its lines.
         _mm_prefetch(reinterpret_cast<const char*>(wg + kStreamPrefetchBytes), _MM_HINT_T0);
         constexpr int kAllLines = (kGroupBytes + 63) / 64;
-        constexpr int kLines = G::kBlocks == 4 && kAllLines > 2 ? 2 : kAllLines;
+        constexpr int kLines = !kSplit<G> && G::kBlocks == 4 && kAllLines > 2 ? 2 : kAllLines;
 #pragma GCC unroll 8
         for (int line = 1; line < kLines; ++line)
           _mm_prefetch(reinterpret_cast<const char*>(wg + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
-        dw = G::dw_lanes(wg, f16);
+        if constexpr (kSplit<G>)
+          dw = G::scale_lanes(scales + r * w_row_bytes + g * scale_bytes<G>());
+        else
+          dw = G::dw_lanes(wg, f16);
       } else {
         dw = V::loadf(dwf + r * dwf_stride + g * V::kLanes);
       }
@@ -219,15 +250,17 @@ template <class G, int R, int T, bool kInlineScales>
     }
 }
 
-using TileFn = void (*)(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, const float*, int64_t,
-                        const float*, float*, int64_t, bool);
+using TileFn = void (*)(const uint8_t*, const uint8_t*, size_t, int64_t, const uint8_t*, size_t, const float*,
+                        int64_t, const float*, float*, int64_t, bool);
 
 template <class G, bool kInlineScales>
 struct GroupTiles {
   template <int R, int T>
-  static void tile(const uint8_t* w, size_t w_row_bytes, int64_t ng, const uint8_t* act, size_t act_stride,
-                   const float* dwf, int64_t dwf_stride, const float* f16, float* y, int64_t y_stride, bool add) {
-    group_tile<G, R, T, kInlineScales>(w, w_row_bytes, ng, act, act_stride, dwf, dwf_stride, f16, y, y_stride, add);
+  static void tile(const uint8_t* w, const uint8_t* scales, size_t w_row_bytes, int64_t ng, const uint8_t* act,
+                   size_t act_stride, const float* dwf, int64_t dwf_stride, const float* f16, float* y,
+                   int64_t y_stride, bool add) {
+    group_tile<G, R, T, kInlineScales>(w, scales, w_row_bytes, ng, act, act_stride, dwf, dwf_stride, f16, y, y_stride,
+                                       add);
   }
 };
 
@@ -236,18 +269,20 @@ template <class G, int kR, int kT, bool kInlineScales>
 using GroupTileTable = TileTable<TileFn, kR, kT, GroupTiles<G, kInlineScales>>;
 
 // The last, partial group of nr rows copied into zero-padded groups (rows kBlocks * kBytes
-// apart), so the tile reads only bytes of the matrix; missing blocks get d_w = 0.
+// apart), so the tile reads only bytes of the matrix; missing blocks get d_w = 0. Packed, each
+// copy is a row of one group: its image, then its scales (scales()).
 template <class G>
 struct TailRows {
   static constexpr int kRowBytes = G::kBlocks * G::kBytes;
   alignas(64) uint8_t bytes[8][kRowBytes];
+  const uint8_t* scales() const { return bytes[0] + image_bytes<G>(); }
   void fill(const uint8_t* w, size_t w_row_bytes, int64_t nb, int nr) {
     const int64_t g = nb / G::kBlocks;
     const int n = static_cast<int>(nb - g * G::kBlocks);
     for (int r = 0; r < nr; ++r) {
       std::memset(bytes[r], 0, kRowBytes);
       std::memcpy(bytes[r], w + r * w_row_bytes + g * kRowBytes, static_cast<size_t>(n) * G::kBytes);
-      if constexpr (requires { G::kScaleOffset; }) G::pack_group(bytes[r], bytes[r]);  // Packed: as load wants
+      if constexpr (kSplit<G>) G::pack_group(bytes[r], bytes[r], bytes[r] + G::kImageBytes);  // as load wants
     }
   }
 };
@@ -274,6 +309,11 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
   const int64_t ng = ng_full + (has_tail ? 1 : 0);
   const float* f16 = f16_table();
   TailRows<G> tail;
+  // Row r's full group g: its image, and its scales (packed) or the group itself.
+  auto image = [&](int64_t r, int64_t g) { return w + r * w_row_bytes + g * image_bytes<G>(); };
+  auto scales = [&](int64_t r, int64_t g) {
+    return kSplit<G> ? w + r * w_row_bytes + ng_full * image_bytes<G>() + g * scale_bytes<G>() : image(r, g);
+  };
 
   if (n_tokens <= kT) {
     // Up to one tile of tokens (decode, small batches): stream each row once, scales from
@@ -286,12 +326,13 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
       const int nr = static_cast<int>(min64(kR1, r1 - r));
       const uint8_t* wr = w + r * w_row_bytes;
       if (ng_full > 0)
-        table.fn[nr - 1][nt - 1](wr, w_row_bytes, ng_full, a.base, a.token_bytes, nullptr, 0, f16, y + r, y_stride,
-                                 false);
+        table.fn[nr - 1][nt - 1](wr, scales(r, 0), w_row_bytes, ng_full, a.base, a.token_bytes, nullptr, 0, f16, y + r,
+                                 y_stride, false);
       if (has_tail) {
         tail.fill(wr, w_row_bytes, nb, nr);
-        table.fn[nr - 1][nt - 1](tail.bytes[0], TailRows<G>::kRowBytes, 1, a.base + ng_full * G::kActBytes,
-                                 a.token_bytes, nullptr, 0, f16, y + r, y_stride, ng_full > 0);
+        table.fn[nr - 1][nt - 1](tail.bytes[0], tail.scales(), TailRows<G>::kRowBytes, 1,
+                                 a.base + ng_full * G::kActBytes, a.token_bytes, nullptr, 0, f16, y + r, y_stride,
+                                 ng_full > 0);
       }
     }
     return;
@@ -319,29 +360,32 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
         // Full groups straight from registers (8 scalar stores per group cost 8% of the
         // instructions at 32 tokens), the partial last one through lane_scales.
         for (int64_t i = 0; i < nrp; ++i) {
-          const uint8_t* wr = w + (rp + i) * w_row_bytes + c * kGroupBytes;
           float* d = dwf + i * kChunk * kLanes;
-          for (int64_t g = 0; g < nc_full; ++g) V::storef(d + g * kLanes, G::dw_lanes(wr + g * kGroupBytes, f16));
-          if (chunk_has_tail)
-            lane_scales<G>(wr + nc_full * kGroupBytes, G::kBytes, static_cast<int>(nb - ng_full * G::kBlocks), f16,
-                           d + nc_full * kLanes);
+          for (int64_t g = 0; g < nc_full; ++g) {
+            if constexpr (kSplit<G>)
+              V::storef(d + g * kLanes, G::scale_lanes(scales(rp + i, c + g)));
+            else
+              V::storef(d + g * kLanes, G::dw_lanes(image(rp + i, c + g), f16));
+          }
+          if (chunk_has_tail)  // the file's layout, packed or not
+            lane_scales<G>(w + (rp + i) * w_row_bytes + (c + nc_full) * kGroupBytes, G::kBytes,
+                           static_cast<int>(nb - ng_full * G::kBlocks), f16, d + nc_full * kLanes);
         }
         for (int64_t t0 = 0; t0 < np; t0 += kT) {
           const int nt = static_cast<int>(min64(kT, np - t0));
           const uint8_t* at = a.base + t0 * a.token_bytes + c * G::kActBytes;
           for (int64_t r = rp; r < rp + nrp; r += kR) {
             const int nr = static_cast<int>(min64(kR, rp + nrp - r));
-            const uint8_t* wr = w + r * w_row_bytes + c * kGroupBytes;
             const float* dw = dwf + (r - rp) * kChunk * kLanes;
             float* yt = yp + t0 * y_stride + r;
             if (nc_full > 0)
-              table.fn[nr - 1][nt - 1](wr, w_row_bytes, nc_full, at, a.token_bytes, dw, kChunk * kLanes, f16, yt,
-                                       y_stride, c > 0);
+              table.fn[nr - 1][nt - 1](image(r, c), scales(r, c), w_row_bytes, nc_full, at, a.token_bytes, dw,
+                                       kChunk * kLanes, f16, yt, y_stride, c > 0);
             if (chunk_has_tail) {
               tail.fill(w + r * w_row_bytes, w_row_bytes, nb, nr);
-              table.fn[nr - 1][nt - 1](tail.bytes[0], TailRows<G>::kRowBytes, 1, at + nc_full * G::kActBytes,
-                                       a.token_bytes, dw + nc_full * kLanes, kChunk * kLanes, f16, yt, y_stride,
-                                       c > 0 || nc_full > 0);
+              table.fn[nr - 1][nt - 1](tail.bytes[0], tail.scales(), TailRows<G>::kRowBytes, 1,
+                                       at + nc_full * G::kActBytes, a.token_bytes, dw + nc_full * kLanes,
+                                       kChunk * kLanes, f16, yt, y_stride, c > 0 || nc_full > 0);
             }
           }
         }
@@ -420,32 +464,36 @@ struct Group8 : GroupLayout<Vec512, 320> {
 #endif
 
 // Weights repacked at load (the kernel's pack_rows, run by CpuBackend::prepare_weight):
-// every full group becomes G's register image (write_image) followed by its blocks' fp16
-// scales in block order. That is exactly the bytes of the file's blocks, so rows and groups
-// sit where they did and the driver runs unchanged with this trait: only load (G's
-// from_image: the shuffles were done once, at load) and dw_lanes (one vcvtph2ps and one
-// vpermps instead of a table lookup per block) differ. A row's last, partial group stays in
-// the file's layout: lane_scales reads it as before, and TailRows packs its padded copy.
-// Measured before building it (micro_bench, one thread, AVX-512, 5632 x 2048, the loads
-// replaced by the packed ones, results ignored): q4_0 1.3x at 32 and 128 tokens, 1.7-2.5x
-// one token from L2; q8_0 1.4-1.8x at 32 tokens, 1.3x one token from memory.
+// every full group becomes G's register image (write_image), and its blocks' fp16 scales in
+// block order go to the row's scale records: a packed row holds its full groups' images,
+// then their scales (kSplit), then its last, partial group in the file's layout (lane_scales
+// reads it as before, and TailRows packs its padded copy), in the file's row bytes. Only
+// load (G's from_image: the shuffles were done once, at load) and the lane scales (one
+// vcvtph2ps and one vpermps instead of a table lookup per block) differ from the file's
+// layout. Measured before building it (micro_bench, one thread, AVX-512, 5632 x 2048, the
+// loads replaced by the packed ones, results ignored): q4_0 1.3x at 32 and 128 tokens,
+// 1.7-2.5x one token from L2; q8_0 1.4-1.8x at 32 tokens, 1.3x one token from memory. The
+// images apart from the scales are whole cache lines on the backend's 64-byte row strides,
+// where a 144-byte group straddled three (BENCHMARKS "Session 22").
 template <class G>
 struct Packed : G {
   using V = typename G::V;
   static constexpr int kGroupBytes = G::kBlocks * G::kBytes;
-  static constexpr int kScaleOffset = G::kImageBytes;
-  static_assert(G::kImageBytes + 2 * G::kBlocks == kGroupBytes, "a packed group keeps the file's size");
+  static constexpr int kScaleBytes = 2 * G::kBlocks;
+  static_assert(G::kImageBytes % 64 == 0 && G::kImageBytes + kScaleBytes == kGroupBytes,
+                "a packed group keeps the file's size, its image whole cache lines");
 
   static typename G::Regs load(const uint8_t* g) { return G::from_image(g); }
-  static typename V::F dw_lanes(const uint8_t* g, const float*) {
+  // The lane scales from a group's scale record s.
+  static typename V::F scale_lanes(const uint8_t* s) {
     if constexpr (V::kLanes == 8) {
-      const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kScaleOffset)));
+      const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
       const __m256i idx = _mm256_setr_epi32(G::lane_block(0), G::lane_block(1), G::lane_block(2), G::lane_block(3),
                                             G::lane_block(4), G::lane_block(5), G::lane_block(6), G::lane_block(7));
       return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), idx);
     } else {
 #ifdef __AVX512F__
-      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScaleOffset)));
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
       const __m512i idx = _mm512_setr_epi32(
           G::lane_block(0), G::lane_block(1), G::lane_block(2), G::lane_block(3), G::lane_block(4), G::lane_block(5),
           G::lane_block(6), G::lane_block(7), G::lane_block(8), G::lane_block(9), G::lane_block(10),
@@ -454,25 +502,34 @@ struct Packed : G {
 #endif
     }
   }
-  // A group of kBlocks file blocks at raw -> its packed form at out (raw == out is fine).
-  static void pack_group(const uint8_t* raw, uint8_t* out) {
-    alignas(64) uint8_t packed[kGroupBytes];
-    G::write_image(raw, packed);
-    for (int b = 0; b < G::kBlocks; ++b) std::memcpy(packed + kScaleOffset + 2 * b, raw + b * G::kBytes, 2);
-    std::memcpy(out, packed, kGroupBytes);
+  // A group of kBlocks file blocks at raw -> its image at img and its scale record at sc
+  // (raw == img, sc == img + kImageBytes is fine: TailRows' one-group rows).
+  static void pack_group(const uint8_t* raw, uint8_t* img, uint8_t* sc) {
+    alignas(64) uint8_t image[G::kImageBytes];
+    uint8_t scales[kScaleBytes];
+    G::write_image(raw, image);
+    for (int b = 0; b < G::kBlocks; ++b) std::memcpy(scales + 2 * b, raw + b * G::kBytes, 2);
+    std::memcpy(img, image, G::kImageBytes);
+    std::memcpy(sc, scales, kScaleBytes);
   }
 };
 
-// Rows [r0, r1) of W in the file's layout -> the packed layout at out (the same offsets).
+// Rows [r0, r1) of W in the file's layout -> the packed layout at out, rows out_row_bytes apart
+// (the padding zeroed).
 template <class G>
-void pack_rows(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, uint8_t* out) {
-  constexpr int kGroupBytes = G::kBlocks * G::kBytes;
+void pack_rows(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, uint8_t* out,
+               size_t out_row_bytes) {
+  using P = Packed<G>;
   const int64_t ng_full = cols / kQK / G::kBlocks;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* src = w + r * w_row_bytes;
-    uint8_t* dst = out + r * w_row_bytes;
-    for (int64_t g = 0; g < ng_full; ++g) Packed<G>::pack_group(src + g * kGroupBytes, dst + g * kGroupBytes);
-    std::memcpy(dst + ng_full * kGroupBytes, src + ng_full * kGroupBytes, w_row_bytes - ng_full * kGroupBytes);
+    uint8_t* dst = out + r * out_row_bytes;
+    for (int64_t g = 0; g < ng_full; ++g)
+      P::pack_group(src + g * P::kGroupBytes, dst + g * G::kImageBytes,
+                    dst + ng_full * G::kImageBytes + g * P::kScaleBytes);
+    std::memcpy(dst + ng_full * P::kGroupBytes, src + ng_full * P::kGroupBytes,
+                w_row_bytes - ng_full * P::kGroupBytes);
+    std::memset(dst + w_row_bytes, 0, out_row_bytes - w_row_bytes);
   }
 }
 

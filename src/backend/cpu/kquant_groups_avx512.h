@@ -24,6 +24,11 @@
 //   kScVecs                 lane-scale vectors per super-block (q4_K: d*sc and dmin*m; q6_K: d*s)
 //   Regs load(g)            the four u8 registers from a packed super-block
 //   lane_scales(g, sc)      its lane scales
+//   kImageBytes, kSideBytes optional (IQ4_XS, q4_K): pack's kSbBytes = the level image (a multiple
+//                           of 64) then the side record (d, scales); a packed row then holds its
+//                           nb images, then its nb side records (kq_split), so that on the
+//                           backend's 64-byte row strides every image load is one cache line;
+//                           load(g) reads an image, lane_scales(g, sc) a side record
 //   step(regs, sc, a, acc)  acc plus the super-block's product with prepared super-block a
 //   aux(blk, out)           the per-lane term from a Q8_K block
 //                           (step and aux: LaneMins or LaneOffset below, as a base)
@@ -140,6 +145,28 @@ struct LaneOffset {
   }
 };
 
+// A packed row of a split family (K::kSideBytes): its nb level images, then its nb side
+// records, then the stride's padding. Streamed from memory (one token), a 136-byte super-block
+// on the file's layout spans three cache lines and both its 64-byte loads straddle two: the
+// split layout's images are whole lines (a 1.1B IQ4_XS decode: BENCHMARKS "Session 22").
+template <class K>
+constexpr bool kq_split() {
+  return requires { K::kSideBytes; };
+}
+template <class K>
+constexpr int kq_image_bytes() {
+  if constexpr (kq_split<K>()) {
+    static_assert(K::kImageBytes % 64 == 0 && K::kImageBytes + K::kSideBytes == K::kSbBytes);
+    return K::kImageBytes;
+  }
+  return K::kSbBytes;
+}
+template <class K>
+constexpr int kq_side_bytes() {
+  if constexpr (kq_split<K>()) return K::kSideBytes;
+  return 0;
+}
+
 // K::kPairBytes per pair of super-blocks after the Q8_K row where K has pair_aux (0 otherwise).
 template <class K>
 constexpr size_t kq_pair_bytes() {
@@ -187,16 +214,23 @@ void kq_prepare(const uint8_t* act, int64_t cols, uint8_t* dst) {
                   dst + nb * (kKActBytes + kQ8KBlock) + j * kq_pair_bytes<K>());
 }
 
-// Rows [r0, r1) of W in the file's layout -> the packed layout at out (the same offsets).
+// Rows [r0, r1) of W in the file's layout -> the packed layout at out, rows out_row_bytes apart
+// (the padding zeroed).
 template <class K>
-void kq_pack_rows(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, uint8_t* out) {
+void kq_pack_rows(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, uint8_t* out,
+                  size_t out_row_bytes) {
+  constexpr int kImg = kq_image_bytes<K>(), kSide = kq_side_bytes<K>();
   const int64_t nb = cols / kQKK;
-  for (int64_t r = r0; r < r1; ++r)
+  for (int64_t r = r0; r < r1; ++r) {
+    uint8_t* row = out + r * out_row_bytes;
     for (int64_t b = 0; b < nb; ++b) {
       alignas(64) uint8_t sb[K::kSbBytes];
       K::pack(w + r * w_row_bytes + b * K::kSbBytes, sb);
-      std::memcpy(out + r * w_row_bytes + b * K::kSbBytes, sb, K::kSbBytes);
+      std::memcpy(row + b * kImg, sb, kImg);
+      if constexpr (kSide > 0) std::memcpy(row + nb * kImg + b * kSide, sb + kImg, kSide);
     }
+    std::memset(row + w_row_bytes, 0, out_row_bytes - w_row_bytes);
+  }
 }
 
 // One token's dot product with one packed row of nb super-blocks, two at a time (a family's
@@ -228,32 +262,45 @@ template <class K, class Pair, class Finish>
 }
 
 // One R x T tile over nsb super-blocks. Weights: row r's super-block b at w + r * w_row_bytes
-// + b * kSbBytes. Activations: token t's prepared super-block b at act + t * act_stride + b *
-// kKActBytes. kInline: lane scales decoded per (row, super-block) (few tokens); otherwise
-// from sc (kScVecs * 16 floats per super-block, row r at sc + r * sc_stride). add: y +=
-// result, else y = result.
+// + b * kSbBytes (a split family: its image at w + r * w_row_bytes + b * kImageBytes, its side
+// record at side + r * w_row_bytes + b * kSideBytes). Activations: token t's prepared
+// super-block b at act + t * act_stride + b * kKActBytes. kInline (whole rows: w and side at
+// their starts): lane scales decoded per (row, super-block) (few tokens); otherwise from sc
+// (kScVecs * 16 floats per super-block, row r at sc + r * sc_stride). add: y += result, else
+// y = result.
 template <class K, int R, int T, bool kInline>
-[[gnu::always_inline]] inline void kq_tile(const uint8_t* w, size_t w_row_bytes, int64_t nsb, const uint8_t* act,
-                                           size_t act_stride, const float* sc, int64_t sc_stride, float* y,
-                                           int64_t y_stride, bool add) {
-  constexpr int kScFloats = 16 * K::kScVecs;
+[[gnu::always_inline]] inline void kq_tile(const uint8_t* w, const uint8_t* side, size_t w_row_bytes, int64_t nsb,
+                                           const uint8_t* act, size_t act_stride, const float* sc, int64_t sc_stride,
+                                           float* y, int64_t y_stride, bool add) {
+  constexpr int kScFloats = 16 * K::kScVecs, kImg = kq_image_bytes<K>(), kSide = kq_side_bytes<K>();
   __m512 acc[R][T];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  if constexpr (kInline && kSide > 0) {
+    // The images' prefetch below steps over each row's side records and padding: theirs, as far ahead.
+    const int64_t tail = static_cast<int64_t>(w_row_bytes) - nsb * kImg;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      for (int64_t o = 0; o < tail; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(side + r * w_row_bytes + kStreamPrefetchBytes + o), _MM_HINT_T0);
+  }
   for (int64_t b = 0; b < nsb; ++b) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const uint8_t* g = w + r * w_row_bytes + b * K::kSbBytes;
+      const uint8_t* g = w + r * w_row_bytes + b * kImg;
       const typename K::Regs regs = K::load(g);
       __m512 s[K::kScVecs];
       if constexpr (kInline) {
         // A few tokens stream the row from DRAM: its lines kStreamPrefetchBytes ahead.
 #pragma GCC unroll 4
-        for (int line = 0; line < (K::kSbBytes + 63) / 64; ++line)
+        for (int line = 0; line < (kImg + 63) / 64; ++line)
           _mm_prefetch(reinterpret_cast<const char*>(g + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
-        K::lane_scales(g, s);
+        if constexpr (kSide > 0)
+          K::lane_scales(side + r * w_row_bytes + b * kSide, s);
+        else
+          K::lane_scales(g, s);
       } else {
 #pragma GCC unroll 2
         for (int i = 0; i < K::kScVecs; ++i) s[i] = _mm512_load_ps(sc + r * sc_stride + b * kScFloats + 16 * i);
@@ -272,15 +319,15 @@ template <class K, int R, int T, bool kInline>
     }
 }
 
-using KqTileFn = void (*)(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, const float*, int64_t, float*,
-                          int64_t, bool);
+using KqTileFn = void (*)(const uint8_t*, const uint8_t*, size_t, int64_t, const uint8_t*, size_t, const float*,
+                          int64_t, float*, int64_t, bool);
 
 template <class K, bool kInline>
 struct KqTiles {
   template <int R, int T>
-  static void tile(const uint8_t* w, size_t w_row_bytes, int64_t nsb, const uint8_t* act, size_t act_stride,
-                   const float* sc, int64_t sc_stride, float* y, int64_t y_stride, bool add) {
-    kq_tile<K, R, T, kInline>(w, w_row_bytes, nsb, act, act_stride, sc, sc_stride, y, y_stride, add);
+  static void tile(const uint8_t* w, const uint8_t* side, size_t w_row_bytes, int64_t nsb, const uint8_t* act,
+                   size_t act_stride, const float* sc, int64_t sc_stride, float* y, int64_t y_stride, bool add) {
+    kq_tile<K, R, T, kInline>(w, side, w_row_bytes, nsb, act, act_stride, sc, sc_stride, y, y_stride, add);
   }
 };
 
@@ -293,8 +340,13 @@ template <class K, int kR, int kT, int kR1>
 void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                     size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
   if (r1 <= r0 || n_tokens <= 0) return;
+  constexpr int kImg = kq_image_bytes<K>(), kSide = kq_side_bytes<K>();
   const int64_t nb = cols / kQKK;
+  // Row r's image c and side record c (one and the same for a family that is not split).
+  auto image = [&](int64_t r, int64_t c) { return w + r * w_row_bytes + c * kImg; };
+  auto side = [&](int64_t r, int64_t c) { return kSide > 0 ? w + r * w_row_bytes + nb * kImg + c * kSide : image(r, c); };
   if constexpr (requires { K::row1(w, nb, act); }) {
+    static_assert(!kq_split<K>(), "row1 reads the super-blocks whole");
     if (n_tokens == 1) {  // the family's own one-token row (K::row1)
       for (int64_t r = r0; r < r1; ++r) y[r] = _mm512_reduce_add_ps(K::row1(w + r * w_row_bytes, nb, act));
       return;
@@ -305,8 +357,8 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
     const int nt = static_cast<int>(n_tokens);
     for (int64_t r = r0; r < r1; r += kR1) {
       const int nr = static_cast<int>(min64(kR1, r1 - r));
-      table.fn[nr - 1][nt - 1](w + r * w_row_bytes, w_row_bytes, nb, act, act_row_bytes, nullptr, 0, y + r, y_stride,
-                               false);
+      table.fn[nr - 1][nt - 1](image(r, 0), side(r, 0), w_row_bytes, nb, act, act_row_bytes, nullptr, 0, y + r,
+                               y_stride, false);
     }
     return;
   }
@@ -321,11 +373,10 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
       for (int64_t rp = r0; rp < r1; rp += kRowPanel) {
         const int64_t nrp = min64(kRowPanel, r1 - rp);
         for (int64_t i = 0; i < nrp; ++i) {
-          const uint8_t* wr = w + (rp + i) * w_row_bytes + c * K::kSbBytes;
           float* d = sc + i * kChunk * kScFloats;
           for (int64_t b = 0; b < nc; ++b) {
             __m512 s[K::kScVecs];
-            K::lane_scales(wr + b * K::kSbBytes, s);
+            K::lane_scales(side(rp + i, c + b), s);
             for (int v = 0; v < K::kScVecs; ++v) _mm512_store_ps(d + b * kScFloats + 16 * v, s[v]);
           }
         }
@@ -334,7 +385,7 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
           const uint8_t* at = act + (tp + t0) * act_row_bytes + c * kKActBytes;
           for (int64_t r = rp; r < rp + nrp; r += kR) {
             const int nr = static_cast<int>(min64(kR, rp + nrp - r));
-            table.fn[nr - 1][nt - 1](w + r * w_row_bytes + c * K::kSbBytes, w_row_bytes, nc, at, act_row_bytes,
+            table.fn[nr - 1][nt - 1](image(r, c), side(r, c), w_row_bytes, nc, at, act_row_bytes,
                                      sc + (r - rp) * kChunk * kScFloats, kChunk * kScFloats,
                                      y + (tp + t0) * y_stride + r, y_stride, c > 0);
           }

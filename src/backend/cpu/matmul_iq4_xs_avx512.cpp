@@ -18,8 +18,8 @@
 //   acc += cvt(dot) * (d (ls_j - 32) * d_a)                   lanes 2j, 2j + 1
 //
 // Packed super-block (136 bytes, the file's size): registers a, b (w0 = a & 15, w1 = a >> 4,
-// w2 = b & 15, w3 = b >> 4, byte 4l + i of w_k the nibble of element 16l + 4k + i), then a
-// header of 64 bits: d (fp16) in bits 0-15, ls_j - 32 (6-bit two's complement) in bits 16 + 6j
+// w2 = b & 15, w3 = b >> 4, byte 4l + i of w_k the nibble of element 16l + 4k + i), and a
+// header of 64 bits (a packed row holds its images, then its headers: kq_split): d (fp16) in bits 0-15, ls_j - 32 (6-bit two's complement) in bits 16 + 6j
 // .. 21 + 6j. One broadcast qword, a shift left per lane and an arithmetic shift right give
 // the eight scales sign-extended in 64-bit lanes (9 ops a super-block to d * (ls_j - 32) in
 // its lanes, where the file's 6-bit split, scales_h and scales_l, took 19; BENCHMARKS

@@ -17,9 +17,10 @@ namespace {
 template <bool kVbmi>
 struct IQ4XSGroup : LaneOffset<7> {  // levels + 128
   static constexpr int kSbBytes = sizeof(BlockIQ4_XS);  // 136
-  static constexpr int kHeader = 128;                    // the packed header: d and the 6-bit scales
+  static constexpr int kImageBytes = 128;                // the nibbles; a packed row holds its images, then
+  static constexpr int kSideBytes = 8;                   // its headers: d and the 6-bit scales (kq_split)
   static constexpr int kScVecs = 1;                      // d * (ls_j - 32)
-  static_assert(kSbBytes == kHeader + 8 && offsetof(BlockIQ4_XS, qs) == 8);
+  static_assert(kSbBytes == kImageBytes + kSideBytes && offsetof(BlockIQ4_XS, qs) == 8);
 
   using Regs = KqRegs;
   static Regs load(const uint8_t* g) {
@@ -44,12 +45,12 @@ struct IQ4XSGroup : LaneOffset<7> {  // levels + 128
     }
     return r;
   }
-  // d * (ls_j - 32) in lanes 2j, 2j + 1 (exact: an 11-bit d times a 6-bit scale).
-  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
+  // d * (ls_j - 32) in lanes 2j, 2j + 1 (exact: an 11-bit d times a 6-bit scale), from the header at h.
+  static void lane_scales(const uint8_t* h, __m512 (&s)[kScVecs]) {
     int64_t header;
     uint16_t d;
-    std::memcpy(&header, g + kHeader, 8);
-    std::memcpy(&d, g + kHeader, 2);
+    std::memcpy(&header, h, 8);
+    std::memcpy(&d, h, 2);
     // Field j to bits 58-63, then down with its sign: ls_j - 32 in qword j.
     const __m512i shift = _mm512_setr_epi64(42, 36, 30, 24, 18, 12, 6, 0);
     const __m512i at_top = _mm512_sllv_epi64(_mm512_set1_epi64(header), shift);
@@ -68,7 +69,7 @@ struct IQ4XSGroup : LaneOffset<7> {  // levels + 128
       const int ls = ((blk.scales_l[j / 2] >> 4 * (j % 2)) & 0xF) | ((blk.scales_h >> 2 * j) & 3) << 4;
       header |= static_cast<uint64_t>((ls - 32) & 63) << (16 + 6 * j);
     }
-    std::memcpy(dst + kHeader, &header, 8);
+    std::memcpy(dst + kImageBytes, &header, 8);
   }
 };
 

@@ -64,18 +64,23 @@ struct MatmulKernel {
 
   // Optional (both or none, and only with the prepare hooks): weights repacked once, at load
   // (CpuBackend::prepare_weight), into the layout the tiles want, so that no product
-  // rearranges weight bytes again. A packed matrix has the file's size and row offsets.
-  /// Rows [r0, r1) of W (cols elements, w_row_bytes apart) -> their packed form at the same
-  /// offsets from out.
-  void (*pack_rows)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                    uint8_t* out) = nullptr;
-  /// gemm_prepared on packed weights; the same results, bit for bit, except where a kernel
-  /// runs other float steps on the same exact integer sums and says so (q4_K, q6_K on AVX-512:
-  /// within the kquant tests' rounding bound, kquant_groups_avx512.h).
+  // rearranges weight bytes again. A packed row has the file's row bytes, then padding to the
+  // packed stride (packed_row_bytes: the backend's rows start on cache lines).
+  /// Rows [r0, r1) of W (cols elements, w_row_bytes apart) -> their packed form at out, rows
+  /// out_row_bytes (>= w_row_bytes) apart.
+  void (*pack_rows)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, uint8_t* out,
+                    size_t out_row_bytes) = nullptr;
+  /// gemm_prepared on packed weights (w_row_bytes: their stride); the same results, bit for
+  /// bit, except where a kernel runs other float steps on the same exact integer sums and says
+  /// so (q4_K, q6_K, IQ4_XS on AVX-512: within the kquant tests' rounding bound,
+  /// kquant_groups_avx512.h).
   void (*gemm_packed)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
                       int64_t y_stride) = nullptr;
 };
+
+/// @brief The stride of packed rows of `row_bytes` file bytes: the next multiple of a cache line.
+inline size_t packed_row_bytes(size_t row_bytes) { return (row_bytes + 63) / 64 * 64; }
 
 /// @brief The kernel for weights of `weight` type at `isa`, or nullptr when there is none
 /// (the backend then falls back to dequantize-and-dot).

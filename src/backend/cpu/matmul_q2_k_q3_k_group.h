@@ -32,7 +32,7 @@
 // nothing while its third bit took 12 ops (session 11); with the GFNI layout they do: in
 // cache 1.09x (session 17).
 //
-// Packed super-blocks keep the file's size, so rows keep their offsets:
+// Packed super-blocks keep the file's size, whole (row1 reads both of a pair in one sweep):
 //   q2_K (84):  [0, 64) the levels' image (byte 4l + i: element 16l + 4k + i at bits 2k),
 //               [64, 80) the file's scales, [80, 84) d, dmin.
 //   q3_K (110): [0, 64) the low two bits' image as q2_K's, [64, 96) mask k (8 bytes, k = 0..3:

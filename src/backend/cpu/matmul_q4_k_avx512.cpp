@@ -18,10 +18,10 @@
 // at one token; bench model 1.1B q4_K prefill 512 1.53x, batch-32 decode 1.36x (BENCHMARKS.md,
 // "Q4_K repacked", also for the batch-1 decode question).
 //
-// Packed super-block (144 bytes, the file's size, so rows keep their offsets): the
-// nibble image (128 bytes: registers a then b, w0 = a & 15, w1 = a >> 4, w2 = b & 15,
-// w3 = b >> 4, byte 4l + i of w_k being element 16l + 4k + i), then the file's 16 header
-// bytes (d, dmin, scales) unchanged.
+// Packed super-block (144 bytes, the file's size): the nibble image (128 bytes: registers
+// a then b, w0 = a & 15, w1 = a >> 4, w2 = b & 15, w3 = b >> 4, byte 4l + i of w_k being
+// element 16l + 4k + i), and the file's 16 header bytes (d, dmin, scales) unchanged. A packed
+// row holds its images, then its headers (kquant_groups_avx512.h's kq_split).
 //
 // Rounding: the integer sums are exact in both paths; the float steps differ (this path
 // scales each lane's sum, the panel path the block's scaled integer sum, which can exceed
@@ -41,16 +41,17 @@ namespace {
 
 struct Q4KGroup : LaneMins {
   static constexpr int kSbBytes = sizeof(BlockQ4_K);  // 144
-  static constexpr int kHeader = 128;                 // the header's offset in a packed super-block
+  static constexpr int kImageBytes = 128;             // the nibbles; a packed row holds its images, then
+  static constexpr int kSideBytes = 16;               // its headers: d, dmin, scales (kq_split)
   static constexpr int kScVecs = 2;                   // dw, mn
-  static_assert(kSbBytes == kHeader + 16);
+  static_assert(kSbBytes == kImageBytes + kSideBytes);
 
   using Regs = KqRegs;
   static Regs load(const uint8_t* g) { return nibble_regs(g); }
-  // dw (d * sc_j) and mn (dmin * m_j) in lanes 2j, 2j + 1, from the header: the 6-bit
+  // dw (d * sc_j) and mn (dmin * m_j) in lanes 2j, 2j + 1, from the header at h: the 6-bit
   // unpacking of kquant_avx2.h's scales_and_mins on words u0 u1 u2 at dwords 1..3.
-  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kHeader));  // d|dmin u0 u1 u2
+  static void lane_scales(const uint8_t* h, __m512 (&s)[kScVecs]) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));  // d|dmin u0 u1 u2
     const __m128i v = _mm_shuffle_epi32(x, _MM_SHUFFLE(3, 2, 3, 1));                      // u0 u2 u1 u2
     const __m128i w = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 2, 1, 1));                      // u0 u0 u1 u1
     const __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
@@ -70,7 +71,7 @@ struct Q4KGroup : LaneMins {
     const uint8_t* qs = src + offsetof(BlockQ4_K, qs);
     // Level of element e: byte 32 (e / 64) + e % 32 of qs, the low nibble for e % 64 < 32.
     write_nibble_image([&](int e) { return (qs[32 * (e / 64) + e % 32] >> (e % 64 < 32 ? 0 : 4)) & 0xF; }, dst);
-    std::memcpy(dst + kHeader, src, 16);  // d, dmin, scales
+    std::memcpy(dst + kImageBytes, src, 16);  // d, dmin, scales
   }
 };
 

@@ -122,10 +122,11 @@ struct Problem {
     const size_t prb = k.prepared_row_bytes(cols);
     std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t) k.prepare(act.data() + t * act_row_bytes, cols, prepared.data() + t * prb);
-    std::vector<uint8_t> packed(w.size(), 0xEE);
-    k.pack_rows(w.data(), w_row_bytes, cols, r0, r1, packed.data());
+    const size_t stride = packed_row_bytes(w_row_bytes);  // the backend's
+    std::vector<uint8_t> packed(stride * static_cast<size_t>(r1), 0xEE);
+    k.pack_rows(w.data(), w_row_bytes, cols, r0, r1, packed.data(), stride);
     std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), -1.0f);
-    k.gemm_packed(packed.data(), w_row_bytes, cols, r0, r1, prepared.data(), prb, n_tokens, y.data(), y_stride);
+    k.gemm_packed(packed.data(), stride, cols, r0, r1, prepared.data(), prb, n_tokens, y.data(), y_stride);
     return y;
   }
 };
@@ -299,12 +300,13 @@ TEST_P(MatmulKernelTest, PreparedPathMatchesGemm) {
         }
         if (!k.pack_rows) continue;
         // Packed weights (only the rows in range are packed; the rest of the copy is junk the
-        // kernel must not read): gemm's results again, bit for bit.
-        std::vector<uint8_t> packed(p.w.size(), 0xEE);
-        k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data());
+        // kernel must not read), rows further apart than the backend's stride: gemm's results
+        // again, bit for bit.
+        const size_t stride = packed_row_bytes(p.w_row_bytes) + 64;
+        std::vector<uint8_t> packed(stride * static_cast<size_t>(p.r1), 0xEE);
+        k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data(), stride);
         std::vector<float> yp(y.size(), std::numeric_limits<float>::quiet_NaN());
-        k.gemm_packed(packed.data(), p.w_row_bytes, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, yp.data(),
-                      p.y_stride);
+        k.gemm_packed(packed.data(), stride, cols, p.r0, p.r1, prepared.data(), prb, n_tokens, yp.data(), p.y_stride);
         for (size_t i = 0; i < yp.size(); ++i) {
           const bool same = std::isnan(want[i]) ? std::isnan(yp[i]) : yp[i] == want[i];
           if (!same && ++bad <= 5) ADD_FAILURE() << "packed, element " << i << ": " << yp[i] << " vs gemm " << want[i];

@@ -402,11 +402,13 @@ TEST_P(MatmulKQuant, PackedPathMatchesReference) {
     const size_t prb = k->prepared_row_bytes(cols) + 96;
     std::vector<uint8_t> prepared(prb * max_tokens, 0xEE);
     for (int64_t t = 0; t < max_tokens; ++t) k->prepare(a.q.data() + t * a.stride, cols, prepared.data() + t * prb);
-    std::vector<uint8_t> packed(w.bytes.size(), 0xEE);
+    // Packed rows further apart than the backend's stride (packed_row_bytes).
+    const size_t packed_stride = packed_row_bytes(w.stride) + 64;
+    std::vector<uint8_t> packed(packed_stride * max_rows, 0xEE);
     for (int64_t rows : {1, 9, 69}) {
       const int64_t r0 = rows == 69 ? 1 : 2;  // only [r0, r0 + rows) is packed: the rest is junk
       std::fill(packed.begin(), packed.end(), 0xEE);
-      if (k->pack_rows) k->pack_rows(w.bytes.data(), w.stride, cols, r0, r0 + rows, packed.data());
+      if (k->pack_rows) k->pack_rows(w.bytes.data(), w.stride, cols, r0, r0 + rows, packed.data(), packed_stride);
       for (int64_t n : {1, 5, 8, 9, 32, 75}) {
         const int64_t y_stride = max_rows + 3;
         const std::string what = std::string(dtype_name(GetParam().type)) + " rows [" + std::to_string(r0) + ", " +
@@ -418,7 +420,8 @@ TEST_P(MatmulKQuant, PackedPathMatchesReference) {
         EXPECT_EQ(y, want) << what << ": prepared rows";
         if (!k->pack_rows) continue;
         std::fill(y.begin(), y.end(), -12345.0f);
-        k->gemm_packed(packed.data(), w.stride, cols, r0, r0 + rows, prepared.data(), prb, n, y.data(), y_stride);
+        k->gemm_packed(packed.data(), packed_stride, cols, r0, r0 + rows, prepared.data(), prb, n, y.data(),
+                       y_stride);
         check(what + " packed", y, w, a, cols, r0, rows, n, y_stride, &want);
       }
     }

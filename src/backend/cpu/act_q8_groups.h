@@ -545,7 +545,8 @@ constexpr MatmulKernel group_kernel(DType weight, Isa isa, void (*convert_act)(c
           prepare_row<G>,
           gemm_groups_prepared<G, kR, kT, kR1>,
           pack_rows<G>,
-          gemm_groups_prepared<Packed<G>, kR, kT, kR1>};
+          gemm_groups_prepared<Packed<G>, kR, kT, kR1>,
+          64};  // packed rows on cache lines
 }
 
 }  // namespace

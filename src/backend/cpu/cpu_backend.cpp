@@ -194,7 +194,7 @@ class CpuBackend final : public Backend {
     const cpu::MatmulKernel* k = cpu::select_matmul_kernel(w.type, isa_);
     if (!repack_ || !k || !k->pack_rows || w.packed || w.rows <= 0 || w.cols % dtype_info(k->act).block_size != 0)
       return w;
-    const size_t w_rb = row_bytes(w.type, w.cols), packed_rb = cpu::packed_row_bytes(w_rb);
+    const size_t w_rb = row_bytes(w.type, w.cols), packed_rb = cpu::packed_row_bytes(*k, w_rb);
     const size_t bytes = packed_rb * static_cast<size_t>(w.rows);
     uint8_t* out = packed_weights_.allocate(bytes);
     const auto* in = static_cast<const uint8_t*>(w.data);
@@ -589,7 +589,7 @@ class CpuBackend final : public Backend {
         const bool packed = prepare && w.packed != nullptr && k.gemm_packed != nullptr;
         const auto gemm = packed ? k.gemm_packed : prepare ? k.gemm_prepared : k.gemm;
         const auto* base = static_cast<const uint8_t*>(packed ? w.packed : w.data);
-        const size_t stride = packed ? cpu::packed_row_bytes(w_rb) : w_rb;
+        const size_t stride = packed ? cpu::packed_row_bytes(k, w_rb) : w_rb;
         for (int64_t t0 = 0; t0 < n; t0 += kTokenTile)
           gemm(base, stride, cols, b, e, in + static_cast<size_t>(t0) * in_rb, in_rb, std::min(kTokenTile, n - t0),
                jobs[i].y + t0 * w.rows, w.rows);

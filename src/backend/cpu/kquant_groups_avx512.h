@@ -405,6 +405,7 @@ MatmulKernel with_kq_groups(MatmulKernel k) {
   k.prepare = kq_prepare<K>;
   k.pack_rows = kq_pack_rows<K>;
   k.gemm_packed = kq_gemm_packed<K, kR, kT, kR1>;
+  k.packed_row_align = kq_split<K>() ? 64 : 1;
   return k;
 }
 

@@ -65,7 +65,7 @@ struct MatmulKernel {
   // Optional (both or none, and only with the prepare hooks): weights repacked once, at load
   // (CpuBackend::prepare_weight), into the layout the tiles want, so that no product
   // rearranges weight bytes again. A packed row has the file's row bytes, then padding to the
-  // packed stride (packed_row_bytes: the backend's rows start on cache lines).
+  // packed stride (packed_row_bytes: a multiple of packed_row_align).
   /// Rows [r0, r1) of W (cols elements, w_row_bytes apart) -> their packed form at out, rows
   /// out_row_bytes (>= w_row_bytes) apart.
   void (*pack_rows)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, uint8_t* out,
@@ -77,10 +77,16 @@ struct MatmulKernel {
   void (*gemm_packed)(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, float* y,
                       int64_t y_stride) = nullptr;
+  /// The packed rows' alignment in bytes: 64 where the layout keeps its level images on whole
+  /// cache lines (it then costs a row its padding), 1 where a row's bytes run on as in the file.
+  int packed_row_align = 1;
 };
 
-/// @brief The stride of packed rows of `row_bytes` file bytes: the next multiple of a cache line.
-inline size_t packed_row_bytes(size_t row_bytes) { return (row_bytes + 63) / 64 * 64; }
+/// @brief The stride of `k`'s packed rows of `row_bytes` file bytes (its packed_row_align's next multiple).
+inline size_t packed_row_bytes(const MatmulKernel& k, size_t row_bytes) {
+  const size_t a = static_cast<size_t>(k.packed_row_align);
+  return (row_bytes + a - 1) / a * a;
+}
 
 /// @brief The kernel for weights of `weight` type at `isa`, or nullptr when there is none
 /// (the backend then falls back to dequantize-and-dot).

@@ -122,7 +122,7 @@ struct Problem {
     const size_t prb = k.prepared_row_bytes(cols);
     std::vector<uint8_t> prepared(prb * static_cast<size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t) k.prepare(act.data() + t * act_row_bytes, cols, prepared.data() + t * prb);
-    const size_t stride = packed_row_bytes(w_row_bytes);  // the backend's
+    const size_t stride = packed_row_bytes(k, w_row_bytes);  // the backend's
     std::vector<uint8_t> packed(stride * static_cast<size_t>(r1), 0xEE);
     k.pack_rows(w.data(), w_row_bytes, cols, r0, r1, packed.data(), stride);
     std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), -1.0f);
@@ -302,7 +302,7 @@ TEST_P(MatmulKernelTest, PreparedPathMatchesGemm) {
         // Packed weights (only the rows in range are packed; the rest of the copy is junk the
         // kernel must not read), rows further apart than the backend's stride: gemm's results
         // again, bit for bit.
-        const size_t stride = packed_row_bytes(p.w_row_bytes) + 64;
+        const size_t stride = packed_row_bytes(k, p.w_row_bytes) + 64;
         std::vector<uint8_t> packed(stride * static_cast<size_t>(p.r1), 0xEE);
         k.pack_rows(p.w.data(), p.w_row_bytes, cols, p.r0, p.r1, packed.data(), stride);
         std::vector<float> yp(y.size(), std::numeric_limits<float>::quiet_NaN());

@@ -403,7 +403,7 @@ TEST_P(MatmulKQuant, PackedPathMatchesReference) {
     std::vector<uint8_t> prepared(prb * max_tokens, 0xEE);
     for (int64_t t = 0; t < max_tokens; ++t) k->prepare(a.q.data() + t * a.stride, cols, prepared.data() + t * prb);
     // Packed rows further apart than the backend's stride (packed_row_bytes).
-    const size_t packed_stride = packed_row_bytes(w.stride) + 64;
+    const size_t packed_stride = packed_row_bytes(*k, w.stride) + 64;
     std::vector<uint8_t> packed(packed_stride * max_rows, 0xEE);
     for (int64_t rows : {1, 9, 69}) {
       const int64_t r0 = rows == 69 ? 1 : 2;  // only [r0, r0 + rows) is packed: the rest is junk

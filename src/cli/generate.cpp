@@ -75,7 +75,7 @@ int run_generate(int argc, char** argv) {
   }
   sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
-  Result<std::unique_ptr<Communicator>> started = start_communicator(tensor_parallel);
+  Result<std::unique_ptr<Communicator>> started = start_communicator(tensor_parallel, "generate");
   if (!started.ok()) return fail("generate", started.message());
   Communicator& comm = **started;
   // Each start-up step's outcome is agreed by every rank (agree: one rank's error is every

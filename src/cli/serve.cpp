@@ -462,7 +462,7 @@ int run_serve(int argc, char** argv) {
   Result<http::ShutdownSignal> signal = http::ShutdownSignal::install();
   if (!signal.ok()) return fail("serve", signal.message());
   // MPI after the signals: its threads inherit the blocked SIGTERM, so only the signalfd sees it.
-  Result<std::unique_ptr<Communicator>> started = start_communicator(f.tensor_parallel);
+  Result<std::unique_ptr<Communicator>> started = start_communicator(f.tensor_parallel, "serve");
   if (!started.ok()) return fail("serve", started.message());
   Communicator& comm = **started;
   if (comm.rank() != 0)

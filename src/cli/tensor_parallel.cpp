@@ -8,12 +8,13 @@
 
 #include "backend/backend.h"
 #include "cli/compute_types.h"
+#include "cli/verbs.h"
 #include "model/encrypted_model.h"
 #include "parallel/all_reduce_algorithm.h"
 
 namespace th::cli {
 
-Result<std::unique_ptr<Communicator>> start_communicator(int n) {
+Result<std::unique_ptr<Communicator>> start_communicator(int n, std::string_view verb) {
   if (n == 1) return make_local_communicator();
   // Checked before MPI starts, so a bad value is the same error on every rank (same environment).
   if (const char* env = std::getenv("TOKENHIVE_ALLREDUCE"); env && *env) {
@@ -23,11 +24,14 @@ Result<std::unique_ptr<Communicator>> start_communicator(int n) {
   }
   TH_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, make_mpi_communicator());
   if (comm->size() != n) {
-    // Every rank finds this; they leave together, so no rank's exit (which makes mpirun kill
-    // the job) comes before another has said it (a loaded CI host lost rank 0's line once).
+    // Every rank finds this. The first rank to exit makes mpirun kill the others, so each says
+    // it before the barrier and none leaves before all have (returning the error would let a
+    // rank print it after a faster one had exited: a loaded CI host lost a line that way).
+    fail(verb, cat("--tensor-parallel ", n, " but this MPI job has ", comm->size(), " ranks (run it as mpirun -np ", n,
+                   " ...)"));
+    std::fflush(stderr);
     (void)comm->barrier(kStartupTimeout);
-    return Status::errorf("--tensor-parallel ", n, " but this MPI job has ", comm->size(), " ranks (run it as mpirun -np ",
-                          n, " ...)");
+    std::exit(1);
   }
   // Every rank got this far: from here a rank that fails says so to all of them (agree).
   TH_RETURN_IF_ERROR(comm->barrier(kStartupTimeout));

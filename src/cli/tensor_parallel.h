@@ -20,8 +20,9 @@ namespace th::cli {
 inline constexpr std::chrono::milliseconds kStartupTimeout{std::chrono::minutes(5)};
 
 /// @brief The communicator for --tensor-parallel n: one process for n = 1, else MPI, whose
-/// job (mpirun -np) must have exactly n ranks.
-Result<std::unique_ptr<Communicator>> start_communicator(int n);
+/// job (mpirun -np) must have exactly n ranks: in a job of another size every rank prints
+/// "tokenhive VERB: ..." and they all exit(1) together.
+Result<std::unique_ptr<Communicator>> start_communicator(int n, std::string_view verb);
 
 /// @brief "" with one rank, else " (rank R of N)": what a verb's messages add.
 std::string rank_label(const Communicator& comm);

@@ -12,15 +12,14 @@
 // offsets with the block sums, a subtraction, conversion, multiply and FMA. Unpacking a
 // row's super-block (3 loads, 5 shifts, 8 ands, 4 ors; with GFNI 5 vgf2p8affineqb, an and,
 // 2 ors and 2 vpternlogq) is shared by the tile's tokens; dw is decoded once per row panel and
-// column chunk. One token runs these groups too, in both variants (the plain one ran the file's
-// layout through gemv_q6_k_avx2 until session 21; with each register loaded once, `kept`, its
-// groups are 1.5-2.8x that gemv on the Zen 5 VM: BENCHMARKS "Session 21").
+// column chunk. One token: the plain variant runs the file's layout (gemv_q6_k_avx2, faster
+// than its own unpacking), the GFNI one these groups (decode of the 1.1B q2_K, whose output
+// matrix is q6_K, on the Zen 5 VM of session 14: 1.09x, paired A/B).
 //
-// Packed super-block (210 bytes, the file's size): its image, registers a, b (low nibbles:
-// w0 = a & 15, w1 = a >> 4, w2 = b & 15, w3 = b >> 4) and c (the top two bits of w_k at bits
-// 2k, 2k + 1), byte 4l + i of w_k being element 16l + 4k + i; and its side record, the file's
-// scales and d unchanged (18 bytes). A packed row holds its images, then its side records
-// (kquant_groups_avx512.h's kq_split).
+// Packed super-block (210 bytes, the file's size, so rows keep their offsets): registers
+// a, b (low nibbles: w0 = a & 15, w1 = a >> 4, w2 = b & 15, w3 = b >> 4) and c (the top
+// two bits of w_k at bits 2k, 2k + 1), byte 4l + i of w_k being element 16l + 4k + i; then
+// the file's scales and d unchanged (at their own offsets, 192 and 208).
 //
 // Rounding: the integer sums are exact in both paths; this path scales each lane's sum,
 // the panel path the block's scaled integer sum, so packed results are not bit-identical to
@@ -41,8 +40,6 @@ template <bool kGfni>
 struct Q6KGroup : LaneOffset<5> {  // levels + 32
   static constexpr int kSbBytes = sizeof(BlockQ6_K);  // 210
   static constexpr int kScales = offsetof(BlockQ6_K, scales), kD = offsetof(BlockQ6_K, d);
-  static constexpr int kImageBytes = kScales;  // the levels; a packed row holds its images, then
-  static constexpr int kSideBytes = kSbBytes - kScales;  // its scales and d (kq_split)
   static constexpr int kScVecs = 1;
   static_assert(kScales == 192 && kD == 208);
 
@@ -74,12 +71,12 @@ struct Q6KGroup : LaneOffset<5> {  // levels + 32
                join(_mm512_srli_epi16(b, 4), _mm512_srli_epi16(c, 2))}};
     }
   }
-  // d * s_l in lane l (exact: an 11-bit d times an 8-bit scale), from the side record at side.
-  static void lane_scales(const uint8_t* side, __m512 (&s)[kScVecs]) {
+  // d * s_l in lane l (exact: an 11-bit d times an 8-bit scale).
+  static void lane_scales(const uint8_t* g, __m512 (&s)[kScVecs]) {
     uint16_t h;
-    std::memcpy(&h, side + (kD - kScales), 2);
-    const __m512 sc =
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(side))));
+    std::memcpy(&h, g + kD, 2);
+    const __m512 sc = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales))));
     s[0] = _mm512_mul_ps(sc, _mm512_set1_ps(_cvtsh_ss(h)));
   }
   static void pack(const uint8_t* src, uint8_t* dst) {

@@ -205,9 +205,7 @@ template <class G, int R, int T, bool kInlineScales>
     // the next row): theirs, as far ahead.
     const int64_t rest = static_cast<int64_t>(w_row_bytes) - ng * kGroupBytes;
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      for (int64_t o = 0; o < rest; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(scales + r * w_row_bytes + kStreamPrefetchBytes + o), _MM_HINT_T0);
+    for (int r = 0; r < R; ++r) prefetch_span_ahead(scales + r * w_row_bytes, rest);
   }
   for (int64_t g = 0; g < ng; ++g) {
 #pragma GCC unroll 16

@@ -280,11 +280,9 @@ template <class K, int R, int T, bool kInline>
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   if constexpr (kInline && kSide > 0) {
     // The images' prefetch below steps over each row's side records and padding: theirs, as far ahead.
-    const int64_t tail = static_cast<int64_t>(w_row_bytes) - nsb * kImg;
+    const int64_t rest = static_cast<int64_t>(w_row_bytes) - nsb * kImg;
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      for (int64_t o = 0; o < tail; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(side + r * w_row_bytes + kStreamPrefetchBytes + o), _MM_HINT_T0);
+    for (int r = 0; r < R; ++r) prefetch_span_ahead(side + r * w_row_bytes, rest);
   }
   for (int64_t b = 0; b < nsb; ++b) {
 #pragma GCC unroll 16
@@ -344,7 +342,9 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
   const int64_t nb = cols / kQKK;
   // Row r's image c and side record c (one and the same for a family that is not split).
   auto image = [&](int64_t r, int64_t c) { return w + r * w_row_bytes + c * kImg; };
-  auto side = [&](int64_t r, int64_t c) { return kSide > 0 ? w + r * w_row_bytes + nb * kImg + c * kSide : image(r, c); };
+  auto side = [&](int64_t r, int64_t c) {
+    return kSide > 0 ? w + r * w_row_bytes + nb * kImg + c * kSide : image(r, c);
+  };
   if constexpr (requires { K::row1(w, nb, act); }) {
     static_assert(!kq_split<K>(), "row1 reads the super-blocks whole");
     if (n_tokens == 1) {  // the family's own one-token row (K::row1)

@@ -22,6 +22,13 @@ namespace {
 /// better for the K-quant groups.
 constexpr int kStreamPrefetchBytes = 4096;
 
+/// Asks for the lines of [p, p + bytes) kStreamPrefetchBytes ahead: at a row's start, the part
+/// of a split packed row (its scale records and padding) that the images' own prefetch, a group
+/// at a time, steps over.
+inline void prefetch_span_ahead(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + kStreamPrefetchBytes + o, 0, 3);  // prefetcht0
+}
+
 /// fn[r - 1][t - 1] = &Tiles::template tile<r, t>, for r <= kR, t <= kT; Fn is the
 /// function-pointer type every tile<R, T> has.
 template <class Fn, int kR, int kT, class Tiles>

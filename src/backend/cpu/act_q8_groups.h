@@ -164,24 +164,25 @@ void prepare_row(const uint8_t* act, int64_t cols, uint8_t* dst) {
   }
 }
 
-// Packed groups (Packed below) keep their images and their scales apart: a row's full
-// groups' images, then their scales (kSplit); the file's layout keeps each group whole.
+// Packed groups (Packed below) keep their images and their side records (the blocks' fp16
+// scales) apart: a row's full groups' images, then their side records (kSplit, as
+// kquant_groups_avx512.h's kq_split); the file's layout keeps each group whole.
 template <class G>
-constexpr bool kSplit = requires { G::kScaleBytes; };
+constexpr bool kSplit = requires { G::kSideBytes; };
 template <class G>
 constexpr int image_bytes() {
   if constexpr (kSplit<G>) return G::kImageBytes;
   return G::kBlocks * G::kBytes;
 }
 template <class G>
-constexpr int scale_bytes() {
-  if constexpr (kSplit<G>) return G::kScaleBytes;
+constexpr int side_bytes() {
+  if constexpr (kSplit<G>) return G::kSideBytes;
   return 0;
 }
 
 // One R x T tile over ng groups. Weights: row r's group g at w + r * w_row_bytes +
-// g * kBlocks * kBytes (packed: its image at w + r * w_row_bytes + g * kImageBytes, its scales
-// at scales + r * w_row_bytes + g * kScaleBytes). Activations: token t's group g at act + t *
+// g * kBlocks * kBytes (packed: its image at w + r * w_row_bytes + g * kImageBytes, its side
+// record at scales + r * w_row_bytes + g * kSideBytes). Activations: token t's group g at act + t *
 // act_stride + g * kActBytes. kInlineScales (whole rows: w and scales at their starts): d_w
 // comes from the table per (row, group) (few tokens: little to reuse); otherwise from dwf (8
 // lane scales per group, row r at dwf + r * dwf_stride), converted once per row panel and
@@ -225,7 +226,7 @@ template <class G, int R, int T, bool kInlineScales>
         for (int line = 1; line < kLines; ++line)
           _mm_prefetch(reinterpret_cast<const char*>(wg + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
         if constexpr (kSplit<G>)
-          dw = G::scale_lanes(scales + r * w_row_bytes + g * scale_bytes<G>());
+          dw = G::scale_lanes(scales + r * w_row_bytes + g * side_bytes<G>());
         else
           dw = G::dw_lanes(wg, f16);
       } else {
@@ -268,7 +269,7 @@ using GroupTileTable = TileTable<TileFn, kR, kT, GroupTiles<G, kInlineScales>>;
 
 // The last, partial group of nr rows copied into zero-padded groups (rows kBlocks * kBytes
 // apart), so the tile reads only bytes of the matrix; missing blocks get d_w = 0. Packed, each
-// copy is a row of one group: its image, then its scales (scales()).
+// copy is a row of one group: its image, then its side record (scales()).
 template <class G>
 struct TailRows {
   static constexpr int kRowBytes = G::kBlocks * G::kBytes;
@@ -307,10 +308,10 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
   const int64_t ng = ng_full + (has_tail ? 1 : 0);
   const float* f16 = f16_table();
   TailRows<G> tail;
-  // Row r's full group g: its image, and its scales (packed) or the group itself.
+  // Row r's full group g: its image, and its side record (packed) or the group itself.
   auto image = [&](int64_t r, int64_t g) { return w + r * w_row_bytes + g * image_bytes<G>(); };
   auto scales = [&](int64_t r, int64_t g) {
-    return kSplit<G> ? w + r * w_row_bytes + ng_full * image_bytes<G>() + g * scale_bytes<G>() : image(r, g);
+    return kSplit<G> ? w + r * w_row_bytes + ng_full * image_bytes<G>() + g * side_bytes<G>() : image(r, g);
   };
 
   if (n_tokens <= kT) {
@@ -463,8 +464,8 @@ struct Group8 : GroupLayout<Vec512, 320> {
 
 // Weights repacked at load (the kernel's pack_rows, run by CpuBackend::prepare_weight):
 // every full group becomes G's register image (write_image), and its blocks' fp16 scales in
-// block order go to the row's scale records: a packed row holds its full groups' images,
-// then their scales (kSplit), then its last, partial group in the file's layout (lane_scales
+// block order go to the row's side records: a packed row holds its full groups' images,
+// then their side records (kSplit), then its last, partial group in the file's layout (lane_scales
 // reads it as before, and TailRows packs its padded copy), in the file's row bytes. Only
 // load (G's from_image: the shuffles were done once, at load) and the lane scales (one
 // vcvtph2ps and one vpermps instead of a table lookup per block) differ from the file's
@@ -477,12 +478,12 @@ template <class G>
 struct Packed : G {
   using V = typename G::V;
   static constexpr int kGroupBytes = G::kBlocks * G::kBytes;
-  static constexpr int kScaleBytes = 2 * G::kBlocks;
-  static_assert(G::kImageBytes % 64 == 0 && G::kImageBytes + kScaleBytes == kGroupBytes,
+  static constexpr int kSideBytes = 2 * G::kBlocks;
+  static_assert(G::kImageBytes % 64 == 0 && G::kImageBytes + kSideBytes == kGroupBytes,
                 "a packed group keeps the file's size, its image whole cache lines");
 
   static typename G::Regs load(const uint8_t* g) { return G::from_image(g); }
-  // The lane scales from a group's scale record s.
+  // The lane scales from a group's side record s.
   static typename V::F scale_lanes(const uint8_t* s) {
     if constexpr (V::kLanes == 8) {
       const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
@@ -500,15 +501,15 @@ struct Packed : G {
 #endif
     }
   }
-  // A group of kBlocks file blocks at raw -> its image at img and its scale record at sc
+  // A group of kBlocks file blocks at raw -> its image at img and its side record at sc
   // (raw == img, sc == img + kImageBytes is fine: TailRows' one-group rows).
   static void pack_group(const uint8_t* raw, uint8_t* img, uint8_t* sc) {
     alignas(64) uint8_t image[G::kImageBytes];
-    uint8_t scales[kScaleBytes];
+    uint8_t scales[kSideBytes];
     G::write_image(raw, image);
     for (int b = 0; b < G::kBlocks; ++b) std::memcpy(scales + 2 * b, raw + b * G::kBytes, 2);
     std::memcpy(img, image, G::kImageBytes);
-    std::memcpy(sc, scales, kScaleBytes);
+    std::memcpy(sc, scales, kSideBytes);
   }
 };
 
@@ -524,7 +525,7 @@ void pack_rows(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, i
     uint8_t* dst = out + r * out_row_bytes;
     for (int64_t g = 0; g < ng_full; ++g)
       P::pack_group(src + g * P::kGroupBytes, dst + g * G::kImageBytes,
-                    dst + ng_full * G::kImageBytes + g * P::kScaleBytes);
+                    dst + ng_full * G::kImageBytes + g * P::kSideBytes);
     std::memcpy(dst + ng_full * P::kGroupBytes, src + ng_full * P::kGroupBytes,
                 w_row_bytes - ng_full * P::kGroupBytes);
     std::memset(dst + w_row_bytes, 0, out_row_bytes - w_row_bytes);

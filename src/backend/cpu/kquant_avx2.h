@@ -80,15 +80,14 @@ inline __m128i q3_scales(const uint8_t* scales12) {
 // vpshufb pattern that broadcasts int16 lane i of each 128-bit half.
 inline __m256i lane16(int i) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * i)); }
 
-// A one-token dot product streams its row from DRAM: ask for the lines of the block 4 KiB
-// ahead, every line the block spans, as tile_table.h's kStreamPrefetchBytes (1 -> 4 KiB:
-// 1.1B q4_K decode, whose one-token path this is on AVX-512 too, 58 -> 70% of bandwidth).
+// A one-token dot product streams its row from DRAM: ask for the lines of the block
+// kStreamPrefetchBytes (tile_table.h) ahead, every line the block spans (1 -> 4 KiB: 1.1B q4_K
+// decode, whose one-token path this was on AVX-512 too until session 21, 58 -> 70% of bandwidth).
 template <size_t kBlockBytes>
 inline void prefetch_ahead(const uint8_t* block) {
-  constexpr size_t kAhead = 4096;
 #pragma GCC unroll 4
   for (size_t o = 0; o < kBlockBytes + 63; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(block + kAhead + o), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(block + kStreamPrefetchBytes + o), _MM_HINT_T0);
 }
 
 }  // namespace th::cpu::kquant_avx2

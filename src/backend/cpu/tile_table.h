@@ -23,7 +23,7 @@ namespace {
 constexpr int kStreamPrefetchBytes = 4096;
 
 /// Asks for the lines of [p, p + bytes) kStreamPrefetchBytes ahead: at a row's start, the part
-/// of a split packed row (its scale records and padding) that the images' own prefetch, a group
+/// of a split packed row (its side records and padding) that the images' own prefetch, a group
 /// at a time, steps over.
 inline void prefetch_span_ahead(const uint8_t* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + kStreamPrefetchBytes + o, 0, 3);  // prefetcht0

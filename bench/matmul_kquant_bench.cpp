@@ -9,6 +9,11 @@
 //   32000x2048/n1   the output matrix (37-52 MB): larger than the last-level cache, so
 //                   this one-token case streams from DRAM.
 //   q8k_convert     f32 -> Q8_K for one 2048-wide activation row.
+//   packed1/...     the packed one-token loop alone (the kernel the backend selects, on
+//                   weights packed as the backend packs them) with its rows in L1 (16 x 2048),
+//                   in L2 (256 x 2048) and long (16 x 16384: a row's own start and end spread
+//                   over 64 groups); ns_per_512w: the time per 512 weights (BENCHMARKS
+//                   "Session 23"). IQ4_NL included: its activations are Q8_0.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -16,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernel_select.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
@@ -108,7 +114,41 @@ void bm_convert(benchmark::State& state) {
   state.SetLabel(std::string(isa_name(k->isa)));
 }
 
+void bm_packed_one_token(benchmark::State& state, DType t, int64_t rows, int64_t cols) {
+  const MatmulKernel* k = select_matmul_kernel(t, best_isa());
+  if (!k || !k->gemm_packed) return state.SkipWithError("no packed kernel");
+  const std::vector<uint8_t> w = random_weights(t, rows, cols);
+  const size_t rb = row_bytes(t, cols), prb = packed_row_bytes(*k, rb), pb = k->prepared_row_bytes(cols);
+  auto aligned = [](std::vector<uint8_t>& v) { return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64); };
+  std::vector<uint8_t> packed_bytes(prb * rows + 64), prepared_bytes(pb + 64), act(row_bytes(k->act, cols));
+  uint8_t* packed = aligned(packed_bytes);
+  uint8_t* prepared = aligned(prepared_bytes);
+  k->pack_rows(w.data(), rb, cols, 0, rows, packed, prb);
+  std::vector<float> x(cols);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  for (auto& v : x) v = normal(rng);
+  k->convert_act(x.data(), act.data(), cols);
+  k->prepare(act.data(), cols, prepared);
+  std::vector<float> y(rows);
+  for (auto _ : state) {
+    k->gemm_packed(packed, prb, cols, 0, rows, prepared, pb, 1, y.data(), rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * rb * rows));
+  state.counters["ns_per_512w"] = benchmark::Counter(static_cast<double>(state.iterations()) * rows * cols / 512,
+                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(std::string(isa_name(k->isa)));
+}
+
 const bool registered = [] {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::IQ4_XS, DType::IQ4_NL})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 2048}, {256, 2048}, {16, 16384}})
+      benchmark::RegisterBenchmark(
+          ("kquant/packed1/" + std::string(dtype_name(t)) + "/" + std::to_string(rows) + "x" + std::to_string(cols))
+              .c_str(),
+          bm_packed_one_token, t, rows, cols);
   for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}}) {
       const std::string shape = std::string(dtype_name(t)) + "/" + std::to_string(rows) + "x" + std::to_string(cols);

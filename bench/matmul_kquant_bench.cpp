@@ -12,8 +12,9 @@
 //   packed1/...     the packed one-token loop alone (the kernel the backend selects, on
 //                   weights packed as the backend packs them) with its rows in L1 (16 x 2048),
 //                   in L2 (256 x 2048) and long (16 x 16384: a row's own start and end spread
-//                   over 64 groups); ns_per_512w: the time per 512 weights (BENCHMARKS
-//                   "Session 23"). IQ4_NL included: its activations are Q8_0.
+//                   over 64 groups), and from memory (65536 x 2048: 44-76 MB, one thread's
+//                   stream); ns_per_512w: the time per 512 weights (BENCHMARKS "Session 23").
+//                   IQ4_NL included: its activations are Q8_0.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -144,7 +145,7 @@ void bm_packed_one_token(benchmark::State& state, DType t, int64_t rows, int64_t
 
 const bool registered = [] {
   for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::IQ4_XS, DType::IQ4_NL})
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 2048}, {256, 2048}, {16, 16384}})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 2048}, {256, 2048}, {16, 16384}, {65536, 2048}})
       benchmark::RegisterBenchmark(
           ("kquant/packed1/" + std::string(dtype_name(t)) + "/" + std::to_string(rows) + "x" + std::to_string(cols))
               .c_str(),

@@ -12,9 +12,9 @@
 // offsets with the block sums, a subtraction, conversion, multiply and FMA. Unpacking a
 // row's super-block (3 loads, 5 shifts, 8 ands, 4 ors; with GFNI 5 vgf2p8affineqb, an and,
 // 2 ors and 2 vpternlogq) is shared by the tile's tokens; dw is decoded once per row panel and
-// column chunk. One token: the plain variant runs the file's layout (gemv_q6_k_avx2, faster
-// than its own unpacking), the GFNI one these groups (decode of the 1.1B q2_K, whose output
-// matrix is q6_K, on the Zen 5 VM of session 14: 1.09x, paired A/B).
+// column chunk. One token runs these groups too, in both variants (the plain one ran the file's
+// layout through gemv_q6_k_avx2 until session 21; with each register loaded once, `kept`, its
+// groups are 1.5-2.8x that gemv on the Zen 5 VM: BENCHMARKS "Session 21").
 //
 // Packed super-block (210 bytes, the file's size, so rows keep their offsets): registers
 // a, b (low nibbles: w0 = a & 15, w1 = a >> 4, w2 = b & 15, w3 = b >> 4) and c (the top

@@ -9,8 +9,8 @@
 //   32000x2048/n1   the output matrix (37-52 MB): larger than the last-level cache, so
 //                   this one-token case streams from DRAM.
 //   q8k_convert     f32 -> Q8_K for one 2048-wide activation row.
-//   packed1/...     the packed one-token loop alone (the kernel the backend selects, on
-//                   weights packed as the backend packs them) with its rows in L1 (16 x 2048),
+//   packed1/...     the packed one-token loop alone (the kernel's gemm_packed, on weights
+//                   packed by its pack_rows as the backend packs them) with its rows in L1 (16 x 2048),
 //                   in L2 (256 x 2048) and long (16 x 16384: a row's own start and end spread
 //                   over 64 groups), and from memory (65536 x 2048: 44-76 MB, one thread's
 //                   stream); ns_per_512w: the time per 512 weights (BENCHMARKS "Session 23").
@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/kernel_select.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
@@ -116,31 +115,24 @@ void bm_convert(benchmark::State& state) {
 }
 
 void bm_packed_one_token(benchmark::State& state, DType t, int64_t rows, int64_t cols) {
-  const MatmulKernel* k = select_matmul_kernel(t, best_isa());
-  if (!k || !k->gemm_packed) return state.SkipWithError("no packed kernel");
-  const std::vector<uint8_t> w = random_weights(t, rows, cols);
-  const size_t rb = row_bytes(t, cols), prb = packed_row_bytes(*k, rb), pb = k->prepared_row_bytes(cols);
+  Setup s = setup(t, rows, cols, 1);
+  if (!s.k->gemm_packed) return state.SkipWithError("no packed kernel");
+  const size_t prb = packed_row_bytes(*s.k, s.w_row), pb = s.k->prepared_row_bytes(cols);
   auto aligned = [](std::vector<uint8_t>& v) { return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64); };
-  std::vector<uint8_t> packed_bytes(prb * rows + 64), prepared_bytes(pb + 64), act(row_bytes(k->act, cols));
+  std::vector<uint8_t> packed_bytes(prb * rows + 64), prepared_bytes(pb + 64);
   uint8_t* packed = aligned(packed_bytes);
   uint8_t* prepared = aligned(prepared_bytes);
-  k->pack_rows(w.data(), rb, cols, 0, rows, packed, prb);
-  std::vector<float> x(cols);
-  std::mt19937 rng(2);
-  std::normal_distribution<float> normal;
-  for (auto& v : x) v = normal(rng);
-  k->convert_act(x.data(), act.data(), cols);
-  k->prepare(act.data(), cols, prepared);
-  std::vector<float> y(rows);
+  s.k->pack_rows(s.w.data(), s.w_row, cols, 0, rows, packed, prb);
+  s.k->prepare(s.act.data(), cols, prepared);
   for (auto _ : state) {
-    k->gemm_packed(packed, prb, cols, 0, rows, prepared, pb, 1, y.data(), rows);
-    benchmark::DoNotOptimize(y.data());
+    s.k->gemm_packed(packed, prb, cols, 0, rows, prepared, pb, 1, s.y.data(), rows);
+    benchmark::DoNotOptimize(s.y.data());
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * rb * rows));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.w.size()));
   state.counters["ns_per_512w"] = benchmark::Counter(static_cast<double>(state.iterations()) * rows * cols / 512,
                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.SetLabel(std::string(isa_name(k->isa)));
+  state.SetLabel(std::string(isa_name(s.k->isa)));
 }
 
 const bool registered = [] {

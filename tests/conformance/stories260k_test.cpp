@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cuda/cuda_backend.h"
 #include "kv/kv_cache.h"
 #include "format/gguf.h"
 #include "model/llama_model.h"
@@ -31,7 +32,12 @@ struct BackendChoice {
   bool reference = false;
   int threads = 1;
   cpu::Isa isa = cpu::Isa::Generic;
+  bool cuda = false;  // the CUDA backend, where a device is (else the test skips)
   std::unique_ptr<Backend> make() const {
+    if (cuda) {
+      Result<std::unique_ptr<Backend>> b = make_cuda_backend();
+      return b.ok() ? std::move(b).value() : nullptr;
+    }
     if (reference) return make_reference_backend();
     CpuBackendOptions o;
     o.n_threads = threads;
@@ -44,10 +50,12 @@ std::vector<BackendChoice> every_backend() {
   std::vector<BackendChoice> v = {{true, 1, cpu::Isa::Generic}};
   for (cpu::Isa isa : cpu::available_isas())
     for (int t : {1, 2}) v.push_back({false, t, isa});
+  v.push_back({false, 1, cpu::Isa::Generic, true});
   return v;
 }
 
 std::string backend_name(const ::testing::TestParamInfo<BackendChoice>& i) {
+  if (i.param.cuda) return "cuda";
   if (i.param.reference) return "reference";
   return "cpu_" + std::string(cpu::isa_name(i.param.isa)) + "_t" + std::to_string(i.param.threads);
 }
@@ -58,6 +66,7 @@ TEST_P(Stories260KOn, GreedyFromBosMatchesReferenceIds) {
   Result<GgufFile> f = GgufFile::open(test::shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(f.ok()) << f.message();
   auto backend = GetParam().make();
+  if (!backend) GTEST_SKIP() << "no CUDA device";
   auto model = LlamaModel::load(*f, *backend);
   ASSERT_TRUE(model.ok()) << model.message();
   const ModelConfig& c = (*model)->config();
@@ -88,7 +97,7 @@ TEST_P(Stories260KOn, KvCacheTypesStayCloseToF32) {
   Result<GgufFile> f = GgufFile::open(test::shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(f.ok()) << f.message();
   auto backend = GetParam().make();
-
+  if (!backend) GTEST_SKIP() << "no CUDA device";
   auto model = LlamaModel::load(*f, *backend);
   ASSERT_TRUE(model.ok());
   const ModelConfig& c = (*model)->config();

@@ -1,9 +1,11 @@
 // The CUDA backend: every op of backend.h on the device, mirroring
-// backend/cpu/reference_backend.cpp op by op. Simplicity and correctness over
-// speed: one plain kernel per op, the legacy default stream (so every op is
-// ordered after the previous one and every cudaMemcpy synchronizes), fp32
-// arithmetic throughout (matmul: the weight widened to f32 in a scratch
-// buffer, then cuBLAS SGEMM in plain fp32, no TF32).
+// backend/cpu/reference_backend.cpp op by op. One plain kernel per op on the
+// legacy default stream (so every op is ordered after the previous one), fp32
+// arithmetic outside the products; products as cuda_matmul.h says (our own
+// kernel reading the weight in its device form, or tensor cores for 16-bit and
+// fp8 weights at more than 8 tokens). The small host arrays of each call go over
+// without stopping the device (cuda_uploads.h): a step's kernels queue up and
+// the host waits only where it reads a result (`read`).
 //
 // Errors: the Backend interface returns nothing, so a failed CUDA or cuBLAS
 // call (or a failed launch, checked after every launch) aborts with a message
@@ -13,79 +15,70 @@
 // Host and device memory: activations, KV pools and buffers from alloc() are
 // device memory. Everything else the interface passes is host memory: weights
 // (uploaded once, see cuda_backend.h), norm weights, biases, freq_factors, ids,
-// positions, slots and block tables (copied into scratch buffers at each call).
+// positions, slots and block tables (norm weights, biases and rope frequencies
+// kept on the device while their bytes stay the same; the rest staged at each call).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <span>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_matmul.h"
+#include "backend/cuda/cuda_step.h"
+#include "backend/cuda/cuda_uploads.h"
 #include "backend/cuda/weight_plan.h"
 #include "tensor/quant.h"
 
 namespace th {
 
-namespace {
-
-[[noreturn]] void die(const char* what, const char* err, const char* file, int line) {
+namespace cuda {
+void die(const char* what, const char* err, const char* file, int line) {
   std::fprintf(stderr, "tokenhive cuda: %s failed at %s:%d: %s\n", what, file, line, err);
   std::abort();
 }
+}  // namespace cuda
 
-#define TH_CUDA_CHECK(call)                                                    \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-  } while (0)
+namespace {
 
-#define TH_CUBLAS_CHECK(call)                                                  \
-  do {                                                                         \
-    cublasStatus_t s_ = (call);                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) die(#call, cublasGetStatusString(s_), __FILE__, __LINE__); \
-  } while (0)
-
-#define TH_LAUNCH_CHECK(name) TH_CUDA_CHECK(cudaGetLastError())
-
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 1 ? 1 : (b > 65535 * 32 ? 65535 * 32 : b));
-}
+using cuda::blocks_for;
+using cuda::kThreads;
 
 // ---- kernels ---------------------------------------------------------------------------
 
 // Grid-stride loops everywhere: any n works with any grid.
-__global__ void widen_f16(const __half* src, float* dst, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = __half2float(src[i]);
-}
-__global__ void widen_bf16(const __nv_bfloat16* src, float* dst, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = __bfloat162float(src[i]);
-}
-
-__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t dim, float eps) {
-  __shared__ float part[kThreads];
+// One block per row; THREADS by the row's length (a row of 4,096 on one multiprocessor is
+// latency: 1,024 threads keep four times the loads in flight of 256). Lanes' squares summed by a
+// butterfly, then the warps' in order.
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) rmsnorm_kernel(const float* x, const float* w, float* y, int64_t dim,
+                                                         float eps) {
+  __shared__ float warp_sums[THREADS / 32];
   const float* xr = x + blockIdx.x * dim;
   float* yr = y + blockIdx.x * dim;
   float ss = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
-  part[threadIdx.x] = ss;
+#pragma unroll 4
+  for (int64_t i = threadIdx.x; i < dim; i += THREADS) ss = fmaf(xr[i], xr[i], ss);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = ss;
   __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float scale = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+  float total = 0;
+#pragma unroll
+  for (int i = 0; i < THREADS / 32; ++i) total += warp_sums[i];
+  const float scale = 1.0f / sqrtf(total / static_cast<float>(dim) + eps);
+#pragma unroll 4
+  for (int64_t i = threadIdx.x; i < dim; i += THREADS) yr[i] = xr[i] * scale * w[i];
 }
 
 // One thread per (token, head, pair).
@@ -197,10 +190,41 @@ constexpr int kAttnWarps = 4;
 constexpr int kMaxHeadDim = 256;  // kMaxHeadDim / 32 accumulators per lane
 constexpr int kPerLane = kMaxHeadDim / 32;
 
-// One block of kAttnWarps warps per (token, head). Warp w takes positions w, w + kAttnWarps, ...;
-// for each, the lanes compute the score together (shuffle reduction), then update the warp's
-// online softmax (running max m, sum l, accumulator over head_dim spread over the lanes).
-// The warps' partial results are merged at the end through shared memory.
+// q . K row over head_dim, the K row at krow + base elements (kv_load's types).
+__device__ float kv_dot(const float* q, const uint8_t* krow, int kt, int64_t base, int64_t head_dim) {
+  float s = 0;
+  if ((kt == kKvF16 || kt == kKvBF16) && head_dim % 8 == 0 &&
+      reinterpret_cast<uintptr_t>(krow + base * 2) % 16 == 0) {  // 16-byte loads of 8 elements
+    const uint4* k4 = reinterpret_cast<const uint4*>(krow + base * 2);
+    for (int64_t c = 0; c < head_dim / 8; ++c) {
+      const uint4 v = k4[c];
+      const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float2 f;
+        if (kt == kKvF16) {
+          f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
+        } else {
+          f.x = __uint_as_float(u[i] << 16);
+          f.y = __uint_as_float(u[i] & 0xffff0000u);
+        }
+        s = fmaf(q[8 * c + 2 * i], f.x, s);
+        s = fmaf(q[8 * c + 2 * i + 1], f.y, s);
+      }
+    }
+    return s;
+  }
+  for (int64_t i = 0; i < head_dim; ++i) s = fmaf(q[i], kv_load(krow, kt, base + i), s);
+  return s;
+}
+
+// One block of kAttnWarps warps per (token, head). Warp w takes the chunks of 32 positions
+// w, w + kAttnWarps, ...: lane j scores position j of the chunk (its own K row, q from shared
+// memory), the warp updates its online softmax once per chunk (running max m, sum l), then
+// adds the chunk's V rows weighted by their exponentials to its accumulator (head_dim over the
+// lanes: coalesced loads, none waiting on another). The warps' results are merged in a fixed
+// order through shared memory. Every sum's order depends on the token's positions alone, so a
+// token's output does not depend on its batch.
 __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, int64_t row_bytes, int kt,
                                  const float* q, float* out, const int32_t* token_seq, const int32_t* token_pos,
                                  const int32_t* table_offsets, const int32_t* tables, int64_t block_size,
@@ -209,7 +233,10 @@ __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, i
   const int64_t t = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
   const int64_t kvh = h / group;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __shared__ float sq[kMaxHeadDim];
   const float* qh = q + (t * n_heads + h) * head_dim;
+  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) sq[i] = qh[i];
+  __syncthreads();
   const int32_t* table = tables + table_offsets[token_seq[t]];
   const int64_t n_pos = static_cast<int64_t>(token_pos[t]) + 1;
 
@@ -219,25 +246,38 @@ __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, i
   for (int j = 0; j < kPerLane; ++j) acc[j] = 0;
 
   const int64_t p_begin = window > 0 ? (n_pos > window ? n_pos - window : 0) : 0;  // sliding window
-  for (int64_t p = p_begin + warp; p < n_pos; p += kAttnWarps) {
+  for (int64_t p0 = p_begin + 32 * warp; p0 < n_pos; p0 += 32 * kAttnWarps) {
+    const int64_t p = p0 + lane;
+    const bool valid = p < n_pos;
     // kv_slot (backend.h), on the device.
-    const int64_t slot = static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size;
-    const uint8_t* krow = k_pool + slot * row_bytes;
-    const uint8_t* vrow = v_pool + slot * row_bytes;
-    float s = 0;
-    for (int64_t i = lane; i < head_dim; i += 32) s += qh[i] * kv_load(krow, kt, kvh * head_dim + i);
+    const int64_t slot = valid ? static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size : 0;
+    float s = -INFINITY;
+    if (valid) {
+      s = kv_dot(sq, k_pool + slot * row_bytes, kt, kvh * head_dim, head_dim) * scale;
+      if (softcap > 0) s = softcap * tanhf(s / softcap);
+    }
+    float mc = s;
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-    s *= scale;
-    if (softcap > 0) s = softcap * tanhf(s / softcap);
-    const float m_new = fmaxf(m, s);
-    const float corr = expf(m - m_new);  // 0 on the first position (m = -inf)
-    const float e = expf(s - m_new);
-    l = l * corr + e;
+    for (int off = 16; off > 0; off /= 2) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
+    const float m_new = fmaxf(m, mc);       // finite: the chunk has a valid position
+    const float corr = expf(m - m_new);     // 0 on the first chunk (m = -inf)
+    const float e = valid ? expf(s - m_new) : 0.0f;
+    float es = e;
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int64_t i = lane + 32 * j;
-      if (i < head_dim) acc[j] = acc[j] * corr + e * kv_load(vrow, kt, kvh * head_dim + i);
+    for (int off = 16; off > 0; off /= 2) es += __shfl_xor_sync(0xffffffffu, es, off);
+    l = l * corr + es;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) acc[j] *= corr;
+    const int n_valid = static_cast<int>(n_pos - p0 < 32 ? n_pos - p0 : 32);
+    for (int i = 0; i < n_valid; ++i) {
+      const float ei = __shfl_sync(0xffffffffu, e, i);
+      const int64_t si = __shfl_sync(0xffffffffu, slot, i);
+      const uint8_t* vrow = v_pool + si * row_bytes;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int64_t d = lane + 32 * j;
+        if (d < head_dim) acc[j] = fmaf(ei, kv_load(vrow, kt, kvh * head_dim + d), acc[j]);
+      }
     }
     m = m_new;
   }
@@ -270,45 +310,34 @@ __global__ void attention_kernel(const uint8_t* k_pool, const uint8_t* v_pool, i
 
 // ---- the backend -----------------------------------------------------------------------
 
-// A growable device buffer for per-call uploads.
-struct Scratch {
-  void* p = nullptr;
-  size_t cap = 0;
-  void* ensure(size_t bytes) {
-    if (bytes <= cap) return p;
-    if (p) TH_CUDA_CHECK(cudaFree(p));
-    p = nullptr;
-    cap = 0;
-    TH_CUDA_CHECK(cudaMalloc(&p, bytes < 256 ? 256 : bytes));
-    cap = bytes < 256 ? 256 : bytes;
-    return p;
-  }
-  template <class T>
-  T* upload(const T* host, int64_t n) {
-    auto* d = static_cast<T*>(ensure(static_cast<size_t>(n) * sizeof(T)));
-    if (n > 0) TH_CUDA_CHECK(cudaMemcpy(d, host, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-  }
-  ~Scratch() {
-    if (p) cudaFree(p);  // no check: destructors run at exit too, when the context may be gone
-  }
-};
-
-struct DeviceWeight {
-  cuda::DeviceWeightType type;
-  void* data = nullptr;
-};
-
+// Ops record their launches (cuda_step.h): `launch(key parts..., kernel launch)`.
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, bool graphs)
+      : device_(device),
+        staging_([this] { flush(); }),
+        consts_([this] { flush(); sync(); }) {
     TH_CUDA_CHECK(cudaSetDevice(device));
+    TH_CUDA_CHECK(cudaStreamCreate(&s_));  // a blocking stream: the legacy stream's copies wait for it
+    launches_ = std::make_unique<cuda::Launches>(s_, graphs);
     TH_CUBLAS_CHECK(cublasCreate(&blas_));
-    TH_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));  // fp32 as written: no TF32
+    TH_CUBLAS_CHECK(cublasSetStream(blas_, s_));
+    // A workspace of our own, so that cuBLAS allocates nothing while a graph is captured.
+    TH_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspace));
+    TH_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspace));
+    // Tensor cores for 16-bit inputs; cuBLAS sees no f32 products (cuda_matmul.h).
+    TH_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+    matmul_ = std::make_unique<cuda::Matmul>(blas_, s_);
   }
   ~CudaBackend() override {
+    flush();
+    cudaStreamSynchronize(s_);
+    matmul_.reset();
+    launches_.reset();
     for (auto& kv : weights_) cudaFree(kv.second.data);
     cublasDestroy(blas_);
+    cudaFree(blas_workspace_);
+    cudaStreamDestroy(s_);
   }
 
   std::string_view name() const override { return "cuda"; }
@@ -321,42 +350,50 @@ class CudaBackend final : public Backend {
     return static_cast<float*>(p);
   }
   void free(float* p) override {
+    flush();
     if (p) TH_CUDA_CHECK(cudaFree(p));
   }
+  // The legacy stream's copies wait for s_'s work: the results are there.
   void read(const float* src, float* dst, int64_t n) override {
+    flush();
     if (n > 0) TH_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost));
   }
   void copy_to_host(const void* src, void* dst, size_t bytes) override {
+    flush();
     if (bytes) TH_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
   void copy_from_host(const void* src, void* dst, size_t bytes) override {
+    flush();
     if (bytes) TH_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   }
 
-  void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens) override {
-    if (n_tokens <= 0 || w.rows <= 0) return;
-    const DeviceWeight& dw = weight(w);
-    const int64_t n = w.rows * w.cols;
-    const float* wf = static_cast<const float*>(dw.data);
-    if (dw.type != cuda::DeviceWeightType::F32) {  // widen to f32 (exact), then fp32 GEMM
-      float* tmp = static_cast<float*>(widened_.ensure(static_cast<size_t>(n) * sizeof(float)));
-      if (dw.type == cuda::DeviceWeightType::F16)
-        widen_f16<<<blocks_for(n), kThreads>>>(static_cast<const __half*>(dw.data), tmp, n);
-      else
-        widen_bf16<<<blocks_for(n), kThreads>>>(static_cast<const __nv_bfloat16*>(dw.data), tmp, n);
-      TH_LAUNCH_CHECK("widen");
-      wf = tmp;
+  void matmul(const WeightView& w, const float* x, float* y, int64_t n) override {
+    if (n <= 0 || w.rows <= 0) return;
+    const cuda::DeviceWeight* dw = &weight(w);
+    const void* scratch = matmul_->reserve(*dw, n, [this] { flush(); sync(); });
+    launch(kMatmul, dw->data, x, y, n, scratch, [=, m = matmul_.get()] { m->run(*dw, x, y, n); });
+  }
+
+  // One launch for a layer's q, k, v (gate, up) where Matmul::fuses them; else one each.
+  void matmuls(std::span<const MatmulJob> jobs, const float* x, int64_t n) override {
+    const int k = static_cast<int>(jobs.size());
+    const cuda::DeviceWeight* ws[cuda::kMaxJobs] = {};
+    float* ys[cuda::kMaxJobs] = {};
+    bool fused = k >= 2 && k <= cuda::kMaxJobs && n > 0;
+    for (int j = 0; fused && j < k; ++j) {
+      fused = jobs[j].w->rows > 0;
+      ws[j] = fused ? &weight(*jobs[j].w) : nullptr;
+      ys[j] = jobs[j].y;
     }
-    // Row-major W (rows x cols) is column-major cols x rows; Y^T (rows x n_tokens, column-major)
-    // = W * X^T, i.e. C = op(A) B with A = W (column-major cols x rows, transposed), B = X^T.
-    const float alpha = 1.0f, beta = 0.0f;
-    TH_CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(n_tokens),
-                                static_cast<int>(w.cols), &alpha, wf, static_cast<int>(w.cols), x,
-                                static_cast<int>(w.cols), &beta, y, static_cast<int>(w.rows)));
+    if (!fused || !cuda::Matmul::fuses(ws, k, n)) return Backend::matmuls(jobs, x, n);
+    cuda::LaunchKey parts;
+    for (int j = 0; j < k; ++j) parts.mix_all(ws[j]->data, ys[j]);
+    launch(kMatmuls, parts.h, x, n, [=, m = matmul_.get()] { m->run_fused(ws, ys, k, x, n); });
   }
 
   // Rows are dequantized on the host with the reference dequantizer (exact, as the reference).
   void embed(const WeightView& w, const int32_t* ids, int64_t n, float* out) override {
+    if (n <= 0) return;
     const size_t rb = row_bytes(w.type, w.cols);
     const auto* base = static_cast<const uint8_t*>(w.data);
     std::vector<float> host(static_cast<size_t>(n * w.cols));
@@ -367,14 +404,23 @@ class CudaBackend final : public Backend {
       else
         dequantize_row(w.type, src, host.data() + i * w.cols, w.cols);
     }
-    copy_from_host(host.data(), out, host.size() * sizeof(float));
+    const float* rows = put(host.data(), static_cast<int64_t>(host.size()));
+    const size_t bytes = host.size() * sizeof(float);
+    launch(kEmbed, out, bytes, [=, s = s_] {
+      TH_CUDA_CHECK(cudaMemcpyAsync(out, rows, bytes, cudaMemcpyDeviceToDevice, s));
+    });
   }
 
   void rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim, float eps) override {
     if (n_rows <= 0) return;
-    const float* dw = a_.upload(weight, dim);
-    rmsnorm_kernel<<<static_cast<unsigned>(n_rows), kThreads>>>(x, dw, y, dim, eps);
-    TH_LAUNCH_CHECK("rmsnorm");
+    const float* dw = consts_.by_address(weight, dim);
+    launch(kRmsnorm, x, dw, y, n_rows, dim, eps, [=, s = s_] {
+      if (dim >= 2048)
+        rmsnorm_kernel<1024><<<static_cast<unsigned>(n_rows), 1024, 0, s>>>(x, dw, y, dim, eps);
+      else
+        rmsnorm_kernel<256><<<static_cast<unsigned>(n_rows), 256, 0, s>>>(x, dw, y, dim, eps);
+      TH_LAUNCH_CHECK("rmsnorm");
+    });
   }
 
   void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
@@ -388,64 +434,85 @@ class CudaBackend final : public Backend {
       if (p.freq_factors) f /= p.freq_factors[i];
       inv_freq[static_cast<size_t>(i)] = f;
     }
-    const float* d_inv = a_.upload(inv_freq.data(), half);
-    const int32_t* d_pos = b_.upload(pos, n_tokens);
-    rope_kernel<<<blocks_for(n_tokens * n_heads * half), kThreads>>>(x, d_pos, d_inv, n_tokens, n_heads, head_dim,
-                                                                      half, p.freq_scale, p.neox);
-    TH_LAUNCH_CHECK("rope");
+    const float* d_inv = consts_.by_bytes(inv_freq.data(), half);
+    const int32_t* d_pos = put(pos, n_tokens);
+    const float fs = p.freq_scale;
+    const bool neox = p.neox;
+    launch(kRope, x, d_inv, n_tokens, n_heads, head_dim, half, fs, neox, [=, s = s_] {
+      rope_kernel<<<blocks_for(n_tokens * n_heads * half), kThreads, 0, s>>>(x, d_pos, d_inv, n_tokens, n_heads,
+                                                                          head_dim, half, fs, neox);
+      TH_LAUNCH_CHECK("rope");
+    });
   }
 
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
     if (n <= 0) return;
-    swiglu_kernel<<<blocks_for(n), kThreads>>>(gate, up, out, n);
-    TH_LAUNCH_CHECK("swiglu");
+    launch(kSwiglu, gate, up, out, n, [=, s = s_] {
+      swiglu_kernel<<<blocks_for(n), kThreads, 0, s>>>(gate, up, out, n);
+      TH_LAUNCH_CHECK("swiglu");
+    });
   }
 
   void geglu(const float* gate, const float* up, float* out, int64_t n) override {
     if (n <= 0) return;
-    geglu_kernel<<<blocks_for(n), kThreads>>>(gate, up, out, n);
-    TH_LAUNCH_CHECK("geglu");
+    launch(kGeglu, gate, up, out, n, [=, s = s_] {
+      geglu_kernel<<<blocks_for(n), kThreads, 0, s>>>(gate, up, out, n);
+      TH_LAUNCH_CHECK("geglu");
+    });
   }
 
   void softcap(float* y, int64_t n, float cap) override {
     if (n <= 0) return;
-    softcap_kernel<<<blocks_for(n), kThreads>>>(y, n, cap);
-    TH_LAUNCH_CHECK("softcap");
+    launch(kSoftcap, y, n, cap, [=, s = s_] {
+      softcap_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, n, cap);
+      TH_LAUNCH_CHECK("softcap");
+    });
   }
 
-  void scale(float* y, int64_t n, float s) override {
+  void scale(float* y, int64_t n, float f) override {
     if (n <= 0) return;
-    scale_kernel<<<blocks_for(n), kThreads>>>(y, n, s);
-    TH_LAUNCH_CHECK("scale");
+    launch(kScale, y, n, f, [=, s = s_] {
+      scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, n, f);
+      TH_LAUNCH_CHECK("scale");
+    });
   }
 
   void add_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* w, int64_t n,
                        int64_t dim) override {
     if (n <= 0 || dim <= 0) return;
-    const int32_t* d_idx = b_.upload(idx, n);
-    const float* d_w = a_.upload(w, n);
-    add_rows_scaled_kernel<<<blocks_for(n * dim), kThreads>>>(dst, src, d_idx, d_w, n, dim);
-    TH_LAUNCH_CHECK("add_rows_scaled");
+    staging_.make_room({static_cast<size_t>(n) * 4, static_cast<size_t>(n) * 4});
+    const int32_t* d_idx = put(idx, n);
+    const float* d_w = put(w, n);
+    launch(kAddRowsScaled, dst, src, n, dim, [=, s = s_] {
+      add_rows_scaled_kernel<<<blocks_for(n * dim), kThreads, 0, s>>>(dst, src, d_idx, d_w, n, dim);
+      TH_LAUNCH_CHECK("add_rows_scaled");
+    });
   }
 
   void gather_rows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) override {
     if (n <= 0 || dim <= 0) return;
-    const int32_t* d_idx = b_.upload(idx, n);
-    gather_kernel<<<blocks_for(n * dim), kThreads>>>(src, d_idx, n, dim, dst);
-    TH_LAUNCH_CHECK("gather_rows");
+    const int32_t* d_idx = put(idx, n);
+    launch(kGather, src, n, dim, dst, [=, s = s_] {
+      gather_kernel<<<blocks_for(n * dim), kThreads, 0, s>>>(src, d_idx, n, dim, dst);
+      TH_LAUNCH_CHECK("gather_rows");
+    });
   }
 
   void add(float* y, const float* x, int64_t n) override {
     if (n <= 0) return;
-    add_kernel<<<blocks_for(n), kThreads>>>(y, x, n);
-    TH_LAUNCH_CHECK("add");
+    launch(kAdd, y, x, n, [=, s = s_] {
+      add_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, x, n);
+      TH_LAUNCH_CHECK("add");
+    });
   }
 
   void add_bias(float* y, const float* bias, int64_t n_rows, int64_t dim) override {
     if (n_rows <= 0 || dim <= 0) return;
-    const float* d_bias = a_.upload(bias, dim);
-    add_bias_kernel<<<blocks_for(n_rows * dim), kThreads>>>(y, d_bias, n_rows * dim, dim);
-    TH_LAUNCH_CHECK("add_bias");
+    const float* d_bias = consts_.by_address(bias, dim);
+    launch(kAddBias, y, d_bias, n_rows, dim, [=, s = s_] {
+      add_bias_kernel<<<blocks_for(n_rows * dim), kThreads, 0, s>>>(y, d_bias, n_rows * dim, dim);
+      TH_LAUNCH_CHECK("add_bias");
+    });
   }
 
   void kv_write(const KvLayerView& kv, const AttentionBatch& b, const float* k, const float* v) override {
@@ -465,11 +532,14 @@ class CudaBackend final : public Backend {
       }
       return;
     }
-    const int32_t* d_slots = b_.upload(b.token_slot, b.n_tokens);
-    kv_write_kernel<<<blocks_for(b.n_tokens * kv.kv_dim), kThreads>>>(
-        static_cast<uint8_t*>(kv.k), static_cast<uint8_t*>(kv.v), k, v, d_slots, b.n_tokens, kv.kv_dim,
-        static_cast<int64_t>(rb), kt);
-    TH_LAUNCH_CHECK("kv_write");
+    const int32_t* d_slots = put(b.token_slot, b.n_tokens);
+    auto* kp = static_cast<uint8_t*>(kv.k);
+    auto* vp = static_cast<uint8_t*>(kv.v);
+    const int64_t n = b.n_tokens, dim = kv.kv_dim, rbi = static_cast<int64_t>(rb);
+    launch(kKvWrite, kp, vp, k, v, n, dim, kt, [=, s = s_] {
+      kv_write_kernel<<<blocks_for(n * dim), kThreads, 0, s>>>(kp, vp, k, v, d_slots, n, dim, rbi, kt);
+      TH_LAUNCH_CHECK("kv_write");
+    });
   }
 
   void attention(const KvLayerView& kv, const AttentionBatch& b, const float* q, float* out, int64_t n_heads,
@@ -486,18 +556,55 @@ class CudaBackend final : public Backend {
       offsets.push_back(static_cast<int32_t>(flat.size()));
       flat.insert(flat.end(), t.begin(), t.end());
     }
-    const int32_t* d_seq = b_.upload(b.token_seq, b.n_tokens);
-    const int32_t* d_pos = c_.upload(b.token_pos, b.n_tokens);
-    const int32_t* d_off = d_.upload(offsets.data(), static_cast<int64_t>(offsets.size()));
-    const int32_t* d_tab = e_.upload(flat.data(), static_cast<int64_t>(flat.size()));
-    attention_kernel<<<static_cast<unsigned>(b.n_tokens * n_heads), kAttnWarps * 32>>>(
-        static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v), static_cast<int64_t>(kv.row_bytes()),
-        kv_type(kv.type), q, out, d_seq, d_pos, d_off, d_tab, b.block_size, n_heads, n_heads / n_kv_heads, head_dim,
-        scale, opt.window, opt.softcap);
-    TH_LAUNCH_CHECK("attention");
+    const size_t nt = static_cast<size_t>(b.n_tokens) * 4;
+    staging_.make_room({nt, nt, offsets.size() * 4, flat.size() * 4});
+    const int32_t* d_seq = put(b.token_seq, b.n_tokens);
+    const int32_t* d_pos = put(b.token_pos, b.n_tokens);
+    const int32_t* d_off = put(offsets.data(), static_cast<int64_t>(offsets.size()));
+    const int32_t* d_tab = put(flat.data(), static_cast<int64_t>(flat.size()));
+    const auto* kp = static_cast<const uint8_t*>(kv.k);
+    const auto* vp = static_cast<const uint8_t*>(kv.v);
+    const int64_t rb = static_cast<int64_t>(kv.row_bytes()), n = b.n_tokens, bs = b.block_size;
+    const int kt = kv_type(kv.type);
+    const int64_t group = n_heads / n_kv_heads, window = opt.window;
+    const float cap = opt.softcap;
+    launch(kAttention, kp, vp, rb, kt, q, out, n, bs, n_heads, group, head_dim, scale, window, cap, [=, s = s_] {
+      attention_kernel<<<static_cast<unsigned>(n * n_heads), kAttnWarps * 32, 0, s>>>(
+          kp, vp, rb, kt, q, out, d_seq, d_pos, d_off, d_tab, bs, n_heads, group, head_dim, scale, window, cap);
+      TH_LAUNCH_CHECK("attention");
+    });
   }
 
  private:
+  static constexpr size_t kBlasWorkspace = size_t{32} << 20;
+  enum Op : int {
+    kMatmul = 1, kEmbed, kRmsnorm, kRope, kSwiglu, kGeglu, kSoftcap, kScale, kAddRowsScaled, kGather, kAdd,
+    kAddBias, kKvWrite, kAttention, kMatmuls
+  };
+
+  // Records a launch: its key parts (everything it is launched with, besides staged arrays,
+  // which put() keys), then the launch itself (the last argument).
+  template <class... A>
+  void launch(Op op, A&&... a) {
+    launch_impl(op, std::forward_as_tuple(std::forward<A>(a)...), std::make_index_sequence<sizeof...(A) - 1>{});
+  }
+  template <class Tuple, size_t... I>
+  void launch_impl(Op op, Tuple&& t, std::index_sequence<I...>) {
+    launches_->key().mix_all(op, std::get<I>(t)...);
+    launches_->add(std::move(std::get<sizeof...(I)>(t)));
+  }
+  template <class T>
+  const T* put(const T* host, int64_t n) {
+    return staging_.put(host, n, launches_->key());
+  }
+  // Runs what was recorded: the staged bytes over, then the launches.
+  void flush() {
+    if (launches_->empty()) return;
+    staging_.send(s_);
+    launches_->run();
+  }
+  void sync() { TH_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
   static int kv_type(DType t) {
     switch (t) {
       case DType::F32: return kKvF32;
@@ -512,11 +619,13 @@ class CudaBackend final : public Backend {
   }
 
   // The device copy of w, uploaded on first use.
-  const DeviceWeight& weight(const WeightView& w) {
+  const cuda::DeviceWeight& weight(const WeightView& w) {
     const auto key = std::make_tuple(w.data, static_cast<uint32_t>(w.type), w.rows, w.cols);
     auto it = weights_.find(key);
     if (it != weights_.end()) return it->second;
-    DeviceWeight dw;
+    cuda::DeviceWeight dw;
+    dw.rows = w.rows;
+    dw.cols = w.cols;
     if (!cuda::device_weight_type(w.type, &dw.type)) {
       std::fprintf(stderr, "tokenhive cuda: weight type %s cannot be computed with\n",
                    std::string(dtype_name(w.type)).c_str());
@@ -525,13 +634,20 @@ class CudaBackend final : public Backend {
     const std::vector<uint8_t> image = cuda::device_weight_image(w);
     TH_CUDA_CHECK(cudaMalloc(&dw.data, image.size() < 1 ? 1 : image.size()));
     if (!image.empty()) TH_CUDA_CHECK(cudaMemcpy(dw.data, image.data(), image.size(), cudaMemcpyHostToDevice));
+    if (dw.type == cuda::DeviceWeightType::FP8)
+      dw.scales = static_cast<const uint8_t*>(dw.data) + cuda::fp8_scales_offset(w.rows, w.cols);
     return weights_.emplace(key, dw).first->second;
   }
 
   int device_;
+  cudaStream_t s_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  std::map<std::tuple<const void*, uint32_t, int64_t, int64_t>, DeviceWeight> weights_;
-  Scratch widened_, a_, b_, c_, d_, e_;
+  void* blas_workspace_ = nullptr;
+  std::map<std::tuple<const void*, uint32_t, int64_t, int64_t>, cuda::DeviceWeight> weights_;
+  std::unique_ptr<cuda::Matmul> matmul_;
+  std::unique_ptr<cuda::Launches> launches_;
+  cuda::Staging staging_;
+  cuda::ConstCache consts_;
 };
 
 }  // namespace
@@ -546,28 +662,8 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opt
   if (n == 0) return Status::error("no CUDA device: cudaGetDeviceCount found none");
   if (options.device < 0 || options.device >= n)
     return Status::errorf("no CUDA device: device ", options.device, " asked for, ", n, " visible");
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(options.device));
-}
-
-std::vector<std::string> cuda_devices() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return {cat("no CUDA device: cudaGetDeviceCount failed: ", cudaGetErrorString(e))};
-  }
-  if (n == 0) return {"no CUDA device: cudaGetDeviceCount found none"};
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) {
-    cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
-      out.push_back(cat(i, ": (properties unavailable)"));
-      continue;
-    }
-    out.push_back(cat(i, ": ", p.name, ", sm_", p.major, p.minor, ", ", p.totalGlobalMem >> 30, " GiB, ",
-                      p.multiProcessorCount, " SMs"));
-  }
-  return out;
+  const char* graphs = std::getenv("TOKENHIVE_CUDA_GRAPHS");
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(options.device, !(graphs && std::string(graphs) == "0")));
 }
 
 }  // namespace th

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <random>
 #include <string>
@@ -92,8 +93,13 @@ class CudaOps : public ::testing::Test {
     return t;
   }
 
+  // Weight bytes that live as long as the backend: it caches uploads by address (cuda_backend.h),
+  // so a freed vector's address reused by the next weight would find the old upload.
+  const std::vector<uint8_t>& kept(std::vector<uint8_t> bytes) { return weights_.emplace_back(std::move(bytes)); }
+
   std::unique_ptr<Backend> gpu_, ref_;
   std::vector<float*> bufs_;
+  std::deque<std::vector<uint8_t>> weights_;
   std::mt19937 rng_{20260830};
 };
 
@@ -105,40 +111,107 @@ std::vector<uint8_t> weight_bytes(DType t, const std::vector<float>& x, int64_t 
   return out;
 }
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                              DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                              DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,  DType::Q4_1,   DType::Q5_0,
+                              DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,  DType::Q4_K,   DType::Q5_K,
+                              DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::FP8_E4M3};
 
+// Both product paths (cuda_matmul.h): our kernel up to 8 tokens (f32 weights: always, in
+// tiles of 8), tensor cores beyond; rows of whole 16-byte chunks and odd ones.
 TEST_F(CudaOps, MatmulEveryWeightType) {
   for (DType t : kWeightTypes) {
     if (!dtype_info(t).can_dequantize) continue;
-    for (int64_t n_tokens : {1, 3, 17}) {
-      const int64_t rows = 37, cols = 512;
-      const std::vector<uint8_t> wb = weight_bytes(t, random_floats(rng_, rows * cols), rows, cols);
-      const WeightView w{t, rows, cols, wb.data()};
-      const std::vector<float> x = random_floats(rng_, n_tokens * cols);
-      std::vector<float> want(static_cast<size_t>(n_tokens * rows));
-      ref_->matmul(w, x.data(), want.data(), n_tokens);
-      float* y = poisoned(n_tokens * rows);
-      gpu_->matmul(w, up(x), y, n_tokens);
-      // |error| <= (gamma(cols) + u) * sum |w x| for weights the device holds exactly (f32,
-      // f16, bf16); quantized weights are rounded to f16 at upload: + 2^-11 * sum |w x|.
-      const bool exact = t == DType::F32 || t == DType::F16 || t == DType::BF16;
-      std::vector<float> wrow(static_cast<size_t>(cols));
-      std::vector<double> tol(want.size());
-      for (int64_t r = 0; r < rows; ++r) {
-        dequantize_row(t, wb.data() + r * row_bytes(t, cols), wrow.data(), cols);
-        for (int64_t tk = 0; tk < n_tokens; ++tk) {
-          double s = 0;
-          for (int64_t c = 0; c < cols; ++c) s += std::fabs(wrow[c] * x[tk * cols + c]);
-          tol[tk * rows + r] = (gamma(cols) + kU + (exact ? 0 : std::ldexp(1.0, -11))) * s + 1e-30;
+    const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
+    // 16416: a row long enough to be split over several warps (cuda_matmul.cu's kSplitChunks).
+    for (int64_t cols : {int64_t{512}, int64_t{4160}, int64_t{67}, int64_t{16416}}) {
+      if (cols % dtype_info(t).block_size != 0) continue;
+      if (cols == 16416 && !is_float && t != DType::FP8_E4M3) continue;
+      for (int64_t n_tokens : {1, 3, 8, 9, 17}) {
+        const int64_t rows = 37;
+        const std::vector<uint8_t>& wb = kept(weight_bytes(t, random_floats(rng_, rows * cols), rows, cols));
+        const WeightView w{t, rows, cols, wb.data()};
+        const std::vector<float> x = random_floats(rng_, n_tokens * cols);
+        std::vector<float> want(static_cast<size_t>(n_tokens * rows));
+        ref_->matmul(w, x.data(), want.data(), n_tokens);
+        float* y = poisoned(n_tokens * rows);
+        gpu_->matmul(w, up(x), y, n_tokens);
+        // |error| <= (gamma(cols) + u) * sum |w x| for weights the device holds exactly (f32,
+        // f16, bf16, fp8); other quantized weights are rounded to f16 at upload: + 2^-11 *
+        // sum |w x|. Beyond 8 tokens, 16-bit and fp8 weights meet activations rounded to
+        // f16 (2^-11) or bf16 (2^-8; fp8 is widened to bf16) on tensor cores.
+        const bool exact = is_float || t == DType::FP8_E4M3;
+        double act = 0;
+        if (n_tokens > 8 && t != DType::F32)
+          act = (t == DType::BF16 || t == DType::FP8_E4M3) ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+        std::vector<float> wrow(static_cast<size_t>(cols));
+        std::vector<double> tol(want.size());
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(t, wb.data() + r * row_bytes(t, cols), wrow.data(), cols);
+          for (int64_t tk = 0; tk < n_tokens; ++tk) {
+            double s = 0;
+            for (int64_t c = 0; c < cols; ++c) s += std::fabs(wrow[c] * x[tk * cols + c]);
+            tol[tk * rows + r] = (gamma(cols) + kU + (exact ? 0 : std::ldexp(1.0, -11)) + act) * s + 1e-30;
+          }
         }
+        const std::string what = std::string("matmul ") + std::string(dtype_name(t)) + " cols " +
+                                  std::to_string(cols) + " tokens " + std::to_string(n_tokens);
+        expect_close(down(y, n_tokens * rows), want, tol, what);
+        // Second call: the cached upload gives the same answer.
+        float* y2 = poisoned(n_tokens * rows);
+        gpu_->matmul(w, up(x), y2, n_tokens);
+        expect_close(down(y2, n_tokens * rows), want, tol, what + " again");
       }
-      expect_close(down(y, n_tokens * rows), want, tol, std::string("matmul ") + std::string(dtype_name(t)));
-      // Second call: the cached upload gives the same answer.
-      float* y2 = poisoned(n_tokens * rows);
-      gpu_->matmul(w, up(x), y2, n_tokens);
-      expect_close(down(y2, n_tokens * rows), want, tol, "matmul again");
+    }
+  }
+}
+
+// A token's product does not depend on the tokens beside it, bit for bit, where
+// cuda_matmul.h promises it: f32 weights at any count, the others up to 8 tokens.
+TEST_F(CudaOps, MatmulOfATokenIsTheSameInAnyBatch) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_K, DType::FP8_E4M3})
+  for (int64_t cols : {int64_t{1024}, int64_t{16384}}) {
+    const int64_t rows = 45;
+    const std::vector<uint8_t>& wb = kept(weight_bytes(t, random_floats(rng_, rows * cols), rows, cols));
+    const WeightView w{t, rows, cols, wb.data()};
+    const int64_t most = t == DType::F32 ? 21 : 8;
+    const std::vector<float> x = random_floats(rng_, most * cols);
+    float* y = poisoned(most * rows);
+    gpu_->matmul(w, up(x), y, most);
+    const std::vector<float> together = down(y, most * rows);
+    for (int64_t tk = 0; tk < most; ++tk) {
+      const std::vector<float> one(x.begin() + tk * cols, x.begin() + (tk + 1) * cols);
+      float* y1 = poisoned(rows);
+      gpu_->matmul(w, up(one), y1, 1);
+      const std::vector<float> alone = down(y1, rows);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(alone[r], together[tk * rows + r]) << dtype_name(t) << " token " << tk << " row " << r;
+    }
+  }
+}
+
+// matmuls (a layer's q, k, v in one launch where the backend fuses them) gives what one matmul
+// per weight gives, bit for bit; weights it cannot fuse (types differ) go one by one.
+TEST_F(CudaOps, MatmulsOfOneInputEqualOneMatmulEach) {
+  for (DType t : {DType::F32, DType::BF16, DType::FP8_E4M3, DType::Q4_K})
+  for (int64_t cols : {int64_t{256}, int64_t{16384}})
+  for (int64_t n : {1, 5, 12}) {
+    const int64_t rows[3] = {48, 16, 9};
+    WeightView w[3];
+    for (int j = 0; j < 3; ++j) {
+      const DType tj = (t == DType::Q4_K && j == 2) ? DType::BF16 : t;  // mixed types: not fused
+      const std::vector<uint8_t>& wb = kept(weight_bytes(tj, random_floats(rng_, rows[j] * cols), rows[j], cols));
+      w[j] = WeightView{tj, rows[j], cols, wb.data()};
+    }
+    const float* x = up(random_floats(rng_, n * cols));
+    float* together[3];
+    std::vector<MatmulJob> jobs;
+    for (int j = 0; j < 3; ++j) jobs.push_back({&w[j], together[j] = poisoned(n * rows[j])});
+    gpu_->matmuls(jobs, x, n);
+    for (int j = 0; j < 3; ++j) {
+      float* alone = poisoned(n * rows[j]);
+      gpu_->matmul(w[j], x, alone, n);
+      const std::vector<float> a = down(alone, n * rows[j]), b = down(together[j], n * rows[j]);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(a[i], b[i]) << dtype_name(t) << " cols " << cols << " n " << n << " job " << j << " [" << i << "]";
     }
   }
 }

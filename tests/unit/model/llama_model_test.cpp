@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cuda/cuda_backend.h"
 #include "format/gguf.h"
 #include "model/synthetic_model.h"
 #include "test_numeric.h"
@@ -94,7 +95,12 @@ struct BackendChoice {
   bool reference = false;
   int threads = 1;
   cpu::Isa isa = cpu::Isa::Generic;
+  bool cuda = false;  // the CUDA backend, where a device is (else the test skips)
   std::unique_ptr<Backend> make() const {
+    if (cuda) {
+      Result<std::unique_ptr<Backend>> b = make_cuda_backend();
+      return b.ok() ? std::move(b).value() : nullptr;
+    }
     if (reference) return make_reference_backend();
     CpuBackendOptions o;
     o.n_threads = threads;
@@ -107,13 +113,16 @@ std::vector<BackendChoice> every_backend() {
   std::vector<BackendChoice> v = {{true, 1, cpu::Isa::Generic}};
   for (cpu::Isa isa : cpu::available_isas())
     for (int t : {1, 2, 3}) v.push_back({false, t, isa});
+  v.push_back({false, 1, cpu::Isa::Generic, true});
   return v;
 }
 
 class LlamaModelOn : public ::testing::TestWithParam<BackendChoice> {};
 
 TEST_P(LlamaModelOn, BatchedGreedyEqualsEachAlone) {
-  Loaded l = load(test::shared_path("models/stories260K.gguf"), GetParam().make());
+  std::unique_ptr<Backend> backend = GetParam().make();
+  if (!backend) GTEST_SKIP() << "no CUDA device";
+  Loaded l = load(test::shared_path("models/stories260K.gguf"), std::move(backend));
   ASSERT_TRUE(l.model);
   const std::vector<std::vector<int32_t>> prompts = {
       {1, 403, 407, 261, 378}, {1}, {1, 73, 36, 322, 263, 405, 280, 262, 374, 265, 394, 262}};
@@ -124,6 +133,7 @@ TEST_P(LlamaModelOn, BatchedGreedyEqualsEachAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, LlamaModelOn, ::testing::ValuesIn(every_backend()),
                          [](const ::testing::TestParamInfo<BackendChoice>& i) {
+                           if (i.param.cuda) return std::string("cuda");
                            return i.param.reference ? std::string("reference")
                                                     : "cpu_" + std::string(cpu::isa_name(i.param.isa)) + "_t" +
                                                           std::to_string(i.param.threads);

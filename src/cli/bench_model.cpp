@@ -22,8 +22,10 @@
 #include "backend/cpu/kernel_select.h"
 #include "backend/cpu/machine_limits.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cuda/cuda_backend.h"
 #include "cli/bench.h"
 #include "cli/compute_types.h"
+#include "cli/device.h"
 #include "cli/verbs.h"
 #include "engine/compute_accuracy.h"
 #include "engine/generator.h"
@@ -68,16 +70,18 @@ struct BenchModelFlags {
   std::string compute_type = "native";
   int64_t accuracy_tokens = 128;
   std::string kv_type = "f16";  // llama-bench's default (-ctk/-ctv f16)
+  std::string device = "cpu";
+  bool gpu() const { return device != "cpu"; }  // cuda, or auto (decided at the first backend)
 };
 
 DType kv_type_of(const BenchModelFlags& f) { return kv_dtype_from_name(f.kv_type).value_or(DType::F16); }
 
-// The backend under test: the CPU backend with --threads workers, at one ISA.
-std::unique_ptr<Backend> make_bench_backend(const BenchModelFlags& f, cpu::Isa isa) {
+// The backend under test: --device's, the CPU one with --threads workers at one ISA.
+Result<std::unique_ptr<Backend>> make_bench_backend(const BenchModelFlags& f, cpu::Isa isa) {
   CpuBackendOptions o;
   o.n_threads = f.threads;
   o.isa = isa;
-  return make_cpu_backend(o);
+  return make_device_backend(f.device, o);
 }
 
 // "a,b,c" -> its items ("a,,b" has an empty one, which the callers refuse).
@@ -200,8 +204,16 @@ Result<Speed> repeat(int reps, double tokens, const char* what, F&& seconds) {
   return s;
 }
 
-// The bandwidth probe (--probe-mib, --threads, --probe-reps).
-Result<cpu::BandwidthResult> probe_bandwidth(const BenchModelFlags& f) {
+// The bandwidth probe (--probe-mib, --threads, --probe-reps); on a GPU, its memory's read
+// bandwidth (best and median both the best pass; no triad).
+Result<cpu::BandwidthResult> probe_bandwidth(const BenchModelFlags& f, bool gpu) {
+  if (gpu) {
+    TH_ASSIGN_OR_RETURN(double gbps, cuda_read_bandwidth_gbps(static_cast<size_t>(f.probe_mib) << 20, f.probe_reps));
+    cpu::BandwidthResult r;
+    r.read_gb_per_s.best = r.read_gb_per_s.median = gbps;
+    r.total_bytes = static_cast<size_t>(f.probe_mib) << 20;
+    return r;
+  }
   cpu::BandwidthOptions o;
   o.total_bytes = static_cast<size_t>(f.probe_mib) << 20;
   o.n_threads = f.threads;
@@ -211,11 +223,12 @@ Result<cpu::BandwidthResult> probe_bandwidth(const BenchModelFlags& f) {
 
 // The machine's limits (bandwidth, int8 and fp32 peaks), measured unless given by flags;
 // `probes` gets what each probe saw.
-Result<MachinePeaks> measure_peaks(const BenchModelFlags& f, cpu::Isa isa, Json& probes) {
+Result<MachinePeaks> measure_peaks(const BenchModelFlags& f, cpu::Isa isa, bool gpu, Json& probes) {
   MachinePeaks peaks{f.bandwidth_gbps, f.int8_gops, f.fp32_gflops};
   if (!f.no_probe && peaks.bandwidth_gb_per_s <= 0) {
-    progress("bandwidth probe: %lld MiB, %d threads, %d reps", static_cast<long long>(f.probe_mib), f.threads, f.probe_reps);
-    Result<cpu::BandwidthResult> bw = probe_bandwidth(f);
+    progress("bandwidth probe: %lld MiB, %d threads, %d reps%s", static_cast<long long>(f.probe_mib), f.threads,
+             f.probe_reps, gpu ? ", GPU memory" : "");
+    Result<cpu::BandwidthResult> bw = probe_bandwidth(f, gpu);
     if (!bw.ok()) return bw.status();
     peaks.bandwidth_gb_per_s = bw->read_gb_per_s.best;
     probes["bandwidth"] = {{"read_best_gb_per_s", bw->read_gb_per_s.best},
@@ -226,7 +239,7 @@ Result<MachinePeaks> measure_peaks(const BenchModelFlags& f, cpu::Isa isa, Json&
                            {"reps", f.probe_reps}};
   }
   auto compute_probe = [&](const char* key, auto measure, double& peak) -> Status {
-    if (f.no_probe || peak > 0) return ok_status();
+    if (f.no_probe || peak > 0 || gpu) return ok_status();  // the CPU's peaks; none measured on a GPU yet
     progress("%s probe: %s, %d threads, %d reps", key, std::string(cpu::isa_name(isa)).c_str(), f.threads, f.probe_reps);
     cpu::ComputeOptions o;
     o.n_threads = f.threads;
@@ -380,6 +393,8 @@ void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
                 {"n_layer", r.config.n_layer},
                 {"n_embd", r.config.n_embd},
                 {"n_vocab", r.config.n_vocab}};
+  j["device"] = f.device;
+  if (f.gpu()) j["gpus"] = cuda_devices();
   j["threads"] = f.threads;
   j["reps"] = f.reps;
   j["prompt_tokens"] = f.prompt;
@@ -473,14 +488,20 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
   run.isa = isa;
   run.backend_name = std::string(backend.name());
   run.repacked_bytes = backend.prepared_weight_bytes();
+  const bool gpu = run.backend_name == "cuda";
   for (const MatrixRead& mr : reads) {
     if (mr.lookup) continue;
     std::string& k = run.kernels[std::string(dtype_name(mr.type))];
+    if (gpu) {
+      k = std::string(dtype_name(mr.type)) + ": cuda gemv (<= 8 tokens" + (mr.type == DType::F32 ? ", f32: all" : "") +
+          "), tensor cores beyond";
+      continue;
+    }
     k = cpu::describe_matmul_kernel(mr.type, isa);
     const cpu::MatmulKernel* mk = cpu::select_matmul_kernel(mr.type, isa);
     if (run.repacked_bytes > 0 && mk && mk->pack_rows) k += " (packed weights)";
   }
-  progress("isa %s", std::string(cpu::isa_name(isa)).c_str());
+  progress("isa %s, backend %s", std::string(cpu::isa_name(isa)).c_str(), run.backend_name.c_str());
   // One untimed token first: the weights' pages come in from the file here, not in a timed run.
   const DType kv = kv_type_of(f);
   TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed, type, kv).status());
@@ -494,7 +515,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
     const bool each = f.probe_each_rep && ctx == f.contexts.front();
     TH_ASSIGN_OR_RETURN(run.decode[ctx], repeat(f.reps, static_cast<double>(f.gen), "decode", [&]() -> Result<double> {
                           if (each) {
-                            TH_ASSIGN_OR_RETURN(cpu::BandwidthResult bw, probe_bandwidth(f));
+                            TH_ASSIGN_OR_RETURN(cpu::BandwidthResult bw, probe_bandwidth(f, gpu));
                             run.rep_probe_gbps.push_back(bw.read_gb_per_s.best);
                             progress("bandwidth probe before the rep: %.1f GB/s", bw.read_gb_per_s.best);
                           }
@@ -524,7 +545,10 @@ int run_bench_model(const BenchModelFlags& f) {
   BenchModelRun r;
   std::vector<MatrixRead> reads;
   for (cpu::Isa isa : f.isas) {
-    std::unique_ptr<Backend> backend = make_bench_backend(f, isa);
+    Result<std::unique_ptr<Backend>> made = make_bench_backend(f, isa);
+    if (!made.ok()) return fail("bench model", made.message());
+    std::unique_ptr<Backend> backend = std::move(made).value();
+    const bool gpu = backend->name() == "cuda";
     Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
     if (!model.ok()) return fail("bench model", model.message());
     if (r.runs.empty()) {  // the file is checked now (load): what it costs, and the machine's limits
@@ -538,7 +562,7 @@ int run_bench_model(const BenchModelFlags& f) {
       r.energy = energy_note();
       r.info = model_info(*file, c, reads);
       r.config = c;
-      Result<MachinePeaks> peaks = measure_peaks(f, cpu::best_isa(), r.probes);  // while nothing else of ours runs
+      Result<MachinePeaks> peaks = measure_peaks(f, cpu::best_isa(), gpu, r.probes);  // while nothing else of ours runs
       if (!peaks.ok()) return fail("bench model", peaks.message());
       r.peaks = *peaks;
     }
@@ -554,6 +578,7 @@ int run_bench_model(const BenchModelFlags& f) {
     Result<IsaRun> run = run_isa(f, **model, *backend, reads_for(reads, r.compute_type), isa, r.compute_type);
     if (!run.ok()) return fail("bench model", run.message());
     r.runs.push_back(std::move(*run));
+    if (gpu) break;  // --isa names the CPU's kernels
   }
   if (f.json) {
     print_json(f, r);
@@ -597,6 +622,7 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
       ->check(CLI::Range(int64_t{0}, int64_t{4096}))->capture_default_str();
   app->add_option("--kv-type", f->kv_type, "KV cache type (f16 as llama-bench's default; serve's is --kv-dtype)")
       ->check(CLI::IsMember(kv_dtype_names()))->capture_default_str();
+  add_device_option(*app, &f->device);
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
   CLI::Option* each = app->add_flag(
       "--probe-each-rep", f->probe_each_rep,

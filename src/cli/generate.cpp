@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "cli/compute_types.h"
+#include "cli/device.h"
 #include "cli/parse_flags.h"
 #include "cli/tensor_parallel.h"
 #include "cli/verbs.h"
@@ -39,7 +40,7 @@ int run_generate(int argc, char** argv) {
   SamplingParams& sp = opt.sampling;
   int64_t seed = -1;
   int n_threads = 0, tensor_parallel = 1;
-  std::string key_file, compute_type = "native";
+  std::string key_file, compute_type = "native", device = "cpu";
   app.add_option("-m,--model", model_flag, "GGUF model or Hugging Face folder (default: $TOKENHIVE_MODEL, else models/default.gguf)");
   app.add_option("-p,--prompt", prompt, "prompt text; '' starts from BOS alone");
   app.add_option("-n,--n-predict", opt.max_tokens, "tokens to generate; -1: until end of text or context")
@@ -64,6 +65,7 @@ int run_generate(int argc, char** argv) {
   app.add_flag("--ignore-eos", opt.ignore_eos, "keep generating past end-of-text tokens");
   app.add_option("-t,--threads", n_threads, "compute threads; 0: one per physical core")
       ->check(CLI::Range(0, 4096));
+  add_device_option(app, &device);
   app.add_option("--tensor-parallel", tensor_parallel,
                  "split the model by attention heads across this many ranks of an MPI job (mpirun -np N tokenhive "
                  "generate --tensor-parallel N ...); rank 0 prints")
@@ -75,6 +77,7 @@ int run_generate(int argc, char** argv) {
   }
   sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
+  if (tensor_parallel > 1 && device != "cpu") return fail("generate", "--tensor-parallel runs on --device cpu only");
   Result<std::unique_ptr<Communicator>> started = start_communicator(tensor_parallel, "generate");
   if (!started.ok()) return fail("generate", started.message());
   Communicator& comm = **started;
@@ -91,7 +94,9 @@ int run_generate(int argc, char** argv) {
   if (Status s = step(tok.status()); !s.ok()) return failed(s);
   CpuBackendOptions backend_options;
   backend_options.n_threads = n_threads;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  Result<std::unique_ptr<Backend>> made = make_device_backend(device, backend_options);
+  if (!made.ok()) return fail("generate", made.message());
+  std::unique_ptr<Backend> backend = std::move(made).value();
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend, opt.n_ctx, &comm);
   if (Status s = agree_loaded(comm, *file, model, "tokenhive generate"); !s.ok()) return failed(s);
   opt.compute_type = parse_compute_type(compute_type).value_or(ComputeType::Native);
@@ -108,8 +113,9 @@ int run_generate(int argc, char** argv) {
   // BOS, then the prompt as SentencePiece encodes it (with its leading space).
   std::vector<int32_t> ids = tok->encode(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (ids.empty() || ids.front() != tok->bos()) ids.insert(ids.begin(), tok->bos());
-  std::fprintf(stderr, "tokenhive generate: %s, %lld prompt tokens, seed %llu\n", path->c_str(),
-               static_cast<long long>(ids.size()), static_cast<unsigned long long>(sp.seed));
+  std::fprintf(stderr, "tokenhive generate: %s, %lld prompt tokens, seed %llu, backend %s\n", path->c_str(),
+               static_cast<long long>(ids.size()), static_cast<unsigned long long>(sp.seed),
+               std::string(backend->name()).c_str());
 
   Detokenizer detok(*tok);
   for (int32_t id : ids) std::fputs(detok.push(id).c_str(), stdout);

@@ -29,6 +29,7 @@
 #include "base/sd_notify.h"
 #include "base/system_memory.h"
 #include "cli/compute_types.h"
+#include "cli/device.h"
 #include "cli/flag_env.h"
 #include "cli/parse_flags.h"
 #include "cli/tensor_parallel.h"
@@ -66,6 +67,7 @@ struct ServeFlags {
   std::string served_name;
   http::HttpServerOptions http;
   int threads = 0;
+  std::string device = "cpu";
   int64_t max_num_seqs = 0;  // 0: derived from memory (kv/kv_sizing.h, printed at start)
   int64_t max_num_batched_tokens = 512;
   int64_t block_size = 16;
@@ -125,6 +127,7 @@ void add_serve_flags(CLI::App& app, ServeFlags& f) {
   app.add_option("--port", f.http.port, "port; 0: an ephemeral one (printed)")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("--http-threads", f.http.threads, "HTTP event-loop threads")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("-t,--threads", f.threads, "compute threads; 0: one per physical core")->check(CLI::Range(0, 4096));
+  add_device_option(app, &f.device);
   app.add_option("--max-num-seqs", f.max_num_seqs,
                  "sequences running at once; 0: KV memory / one sequence's KV x 0.7, at most 256 and "
                  "--max-num-batched-tokens (printed at start)")
@@ -402,7 +405,10 @@ Status load_serving(const ServeFlags& f, const std::string& path, const std::vec
   CpuBackendOptions backend_options;
   backend_options.n_threads = f.threads;
   backend_options.pin = !compute_cpus.empty();
-  L.backend = make_cpu_backend(backend_options);
+  Result<std::unique_ptr<Backend>> backend = make_device_backend(f.device, backend_options);
+  if (!backend.ok()) return backend.status();
+  L.backend = std::move(*backend);
+  std::fprintf(stderr, "tokenhive serve: computing on the %s backend\n", std::string(L.backend->name()).c_str());
   Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*L.file, *L.backend, f.max_model_len, &comm);
   TH_RETURN_IF_ERROR(agree_loaded(comm, *L.file, model, "tokenhive serve"));
   L.model = std::move(*model);
@@ -454,6 +460,7 @@ int run_serve(int argc, char** argv) {
   // Every rank checks the flags the same way, so a refusal here is printed by each.
   if (f.tensor_parallel > 1 && f.host_kv_mib > 0)
     return fail("serve", "--host-kv-mib: the host KV tier is not available with --tensor-parallel (swaps are not mirrored)");
+  if (f.tensor_parallel > 1 && f.device != "cpu") return fail("serve", "--tensor-parallel runs on --device cpu only");
   Result<std::string> path = resolve_model_path(f.model);
   if (!path.ok()) return fail("serve", path.message());
   if (f.served_name.empty()) f.served_name = std::filesystem::path(*path).stem().string();

@@ -443,9 +443,13 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
               r.info.name.c_str(), r.info.arch.c_str(), r.info.type.c_str(), static_cast<double>(r.info.params) / 1e9,
               static_cast<double>(r.info.weight_bytes) / 1e9, static_cast<double>(r.cost.weight_bytes_per_token()) / 1e9,
               2.0 * static_cast<double>(r.cost.macs_per_token()) / 1e9);
-  std::printf("machine  %d threads: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s (probes at %s)\n", f.threads,
-              or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(), or_dash(r.peaks.int8_gops, "%.0f").c_str(),
-              or_dash(r.peaks.fp32_gflops, "%.0f").c_str(), std::string(cpu::isa_name(cpu::best_isa())).c_str());
+  if (!r.runs.empty() && r.runs.front().backend_name == "cuda")
+    std::printf("machine  GPU %s: bandwidth %s GB/s (a kernel reading --probe-mib once)\n",
+                cuda_devices().front().c_str(), or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str());
+  else
+    std::printf("machine  %d threads: bandwidth %s GB/s, int8 %s GOPS, fp32 %s GFLOP/s (probes at %s)\n", f.threads,
+                or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str(), or_dash(r.peaks.int8_gops, "%.0f").c_str(),
+                or_dash(r.peaks.fp32_gflops, "%.0f").c_str(), std::string(cpu::isa_name(cpu::best_isa())).c_str());
   std::printf("compute type %s, KV cache %s; medians of %d reps; decode ceilings count weight bytes only\n",
               std::string(compute_type_name(r.compute_type)).c_str(), f.kv_type.c_str(), f.reps);
   if (r.accuracy)

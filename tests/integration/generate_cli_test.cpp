@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cuda/cuda_backend.h"
 #include "format/gguf.h"
 #include "http_test_client.h"
 #include "run_process.h"
@@ -106,6 +107,37 @@ TEST(GenerateCli, BadFlagsAreClearErrors) {
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args[0] << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args[0];
   }
+}
+
+// --device: cpu and auto give the reference text (auto: on the GPU where one answers, whose
+// greedy ids are the reference's too); cuda without a GPU is a one-line error naming the flag;
+// a bogus device is refused naming the flag; cuda with --tensor-parallel is refused.
+TEST(GenerateCli, DeviceFlag) {
+  std::string want = test::slurp(test::shared_path("models/stories260K.greedy-from-bos.txt"));
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  const bool gpu = cuda_devices().front().rfind("0: ", 0) == 0;
+  for (const char* d : {"cpu", "auto", "cuda"}) {
+    ProcessResult r = run_process(
+        {test::binary_path(), "generate", "-m", stories(), "-p", "", "--temp", "0", "-n", "256", "--device", d}, 60);
+    if (std::string(d) == "cuda" && !gpu) {
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_NE(r.err.find("--device cuda: "), std::string::npos) << r.err;
+      EXPECT_EQ(line_count(r.err), 1) << r.err;
+      EXPECT_TRUE(r.out.empty());
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << d << ": " << r.err;
+    EXPECT_EQ(r.out, want + "\n") << d;
+    const std::string backend = (std::string(d) == "cpu" || !gpu) ? "backend cpu" : "backend cuda";
+    EXPECT_NE(r.err.find(backend), std::string::npos) << d << ": " << r.err;
+  }
+  ProcessResult bogus = run_process({test::binary_path(), "generate", "-m", stories(), "-n", "4", "--device", "tpu"}, 30);
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.err.find("--device"), std::string::npos) << bogus.err;
+  ProcessResult tp = run_process(
+      {test::binary_path(), "generate", "-m", stories(), "-n", "4", "--device", "cuda", "--tensor-parallel", "2"}, 30);
+  EXPECT_NE(tp.exit_code, 0);
+  EXPECT_NE(tp.err.find("--tensor-parallel runs on --device cpu only"), std::string::npos) << tp.err;
 }
 
 TEST(GenerateCli, BadModelFilesGiveOneLineErrors) {

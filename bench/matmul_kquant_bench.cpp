@@ -63,6 +63,7 @@ struct Setup {
 Setup setup(DType t, int64_t rows, int64_t cols, int64_t tokens) {
   Setup s;
   s.k = find_matmul_kernel(t, best_isa());
+  if (!s.k) return s;  // the callers skip: no kernel
   s.w = random_weights(t, rows, cols);
   s.w_row = row_bytes(t, cols);
   s.act_row = row_bytes(s.k->act, cols);
@@ -116,7 +117,7 @@ void bm_convert(benchmark::State& state) {
 
 void bm_packed_one_token(benchmark::State& state, DType t, int64_t rows, int64_t cols) {
   Setup s = setup(t, rows, cols, 1);
-  if (!s.k->gemm_packed) return state.SkipWithError("no packed kernel");
+  if (!s.k || !s.k->gemm_packed) return state.SkipWithError("no packed kernel");
   const size_t prb = packed_row_bytes(*s.k, s.w_row), pb = s.k->prepared_row_bytes(cols);
   auto aligned = [](std::vector<uint8_t>& v) { return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64); };
   std::vector<uint8_t> packed_bytes(prb * rows + 64), prepared_bytes(pb + 64);

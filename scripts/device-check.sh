@@ -4,7 +4,8 @@
 #   2. every CUDA unit test (CudaOps: each op against the reference backend on odd shapes,
 #      per weight type and both product paths), batched greedy = alone on the GPU
 #      (LlamaModelOn.*/cuda), stories260K's greedy ids from BOS on the GPU (Stories260KOn.*/cuda);
-#   3. `generate --device cuda` from BOS;
+#   3. `generate --device cuda` from BOS; `serve --device cuda` answering 4 greedy requests
+#      at once as it answers each alone; compute-sanitizer memcheck on the ops (not QUICK);
 #   4. BENCH=1: `bench model --device cuda` of a synthetic Llama-3-8B-shape model (mkmodel,
 #      bf16 file) as the file (bf16) and as --compute-type fp8: batch-1 decode against the
 #      GPU's probed read bandwidth, and 256 sequences decoding together.

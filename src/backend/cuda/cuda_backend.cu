@@ -56,7 +56,6 @@ using cuda::kThreads;
 
 // ---- kernels ---------------------------------------------------------------------------
 
-// Grid-stride loops everywhere: any n works with any grid.
 // One block per row; THREADS by the row's length (a row of 4,096 on one multiprocessor is
 // latency: 1,024 threads keep four times the loads in flight of 256). Lanes' squares summed by a
 // butterfly, then the warps' in order.
@@ -80,6 +79,8 @@ __global__ void __launch_bounds__(THREADS) rmsnorm_kernel(const float* x, const 
 #pragma unroll 4
   for (int64_t i = threadIdx.x; i < dim; i += THREADS) yr[i] = xr[i] * scale * w[i];
 }
+
+// The elementwise kernels below loop grid-stride: any n works with any grid.
 
 // One thread per (token, head, pair).
 __global__ void rope_kernel(float* x, const int32_t* pos, const float* inv_freq, int64_t n_tokens, int64_t n_heads,
@@ -197,20 +198,13 @@ __device__ float kv_dot(const float* q, const uint8_t* krow, int kt, int64_t bas
       reinterpret_cast<uintptr_t>(krow + base * 2) % 16 == 0) {  // 16-byte loads of 8 elements
     const uint4* k4 = reinterpret_cast<const uint4*>(krow + base * 2);
     for (int64_t c = 0; c < head_dim / 8; ++c) {
-      const uint4 v = k4[c];
-      const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+      float k[8];
+      if (kt == kKvF16)
+        cuda::f16x8_to_f32(k4[c], k);
+      else
+        cuda::bf16x8_to_f32(k4[c], k);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float2 f;
-        if (kt == kKvF16) {
-          f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
-        } else {
-          f.x = __uint_as_float(u[i] << 16);
-          f.y = __uint_as_float(u[i] & 0xffff0000u);
-        }
-        s = fmaf(q[8 * c + 2 * i], f.x, s);
-        s = fmaf(q[8 * c + 2 * i + 1], f.y, s);
-      }
+      for (int i = 0; i < 8; ++i) s = fmaf(q[8 * c + i], k[i], s);
     }
     return s;
   }

@@ -1,9 +1,10 @@
 // What the CUDA backend's translation units share (included by .cu files only: it
 // names CUDA's types): error checks that abort naming the call, device scratch
-// buffers, the device form of a weight.
+// buffers, the device form of a weight, and 16-byte chunks of 16-bit values widened.
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -65,5 +66,28 @@ struct DeviceWeight {
   const uint8_t* scales = nullptr;   // FP8: one scale exponent per block of 32, row-major
   int64_t rows = 0, cols = 0;
 };
+
+/// Eight f16 values (a 16-byte load) as f32, in order; exact.
+__device__ inline void f16x8_to_f32(const uint4& v, float* out) {
+  const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    out[2 * i] = f.x, out[2 * i + 1] = f.y;
+  }
+}
+
+/// Eight bf16 values (a 16-byte load) as f32, in order: bf16 is f32's upper half.
+__device__ inline void bf16x8_to_f32(const uint4& v, float* out) {
+  const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(u[i] << 16);
+    out[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+  }
+}
+
+/// 2^(e-127) for a scale exponent e in [1, 246] (tensor/fp8.h's blocks): a normal f32.
+__device__ inline float fp8_block_scale(uint8_t e) { return __uint_as_float(static_cast<uint32_t>(e) << 23); }
 
 }  // namespace th::cuda

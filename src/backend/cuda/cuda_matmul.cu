@@ -25,13 +25,17 @@ __host__ __device__ constexpr int unroll_for() {
 // `decode`) on the fast path, single elements (`one`) where the row is not a whole number of
 // aligned chunks. kScaled: the chunk's values are decode's times a power of two (`scale`).
 template <class WT>
+struct Chunks {
+  __device__ static uint4 load(const WT* w, int64_t c) { return __ldg(reinterpret_cast<const uint4*>(w + c)); }
+};
+
+template <class WT>
 struct Row;
 
 template <>
-struct Row<float> {
+struct Row<float> : Chunks<float> {
   static constexpr int kVec = 4;
   static constexpr bool kScaled = false;
-  __device__ static uint4 load(const float* w, int64_t c) { return __ldg(reinterpret_cast<const uint4*>(w + c)); }
   __device__ static void decode(const uint4& v, float* out) {
     out[0] = __uint_as_float(v.x), out[1] = __uint_as_float(v.y);
     out[2] = __uint_as_float(v.z), out[3] = __uint_as_float(v.w);
@@ -40,46 +44,27 @@ struct Row<float> {
 };
 
 template <>
-struct Row<__half> {
+struct Row<__half> : Chunks<__half> {
   static constexpr int kVec = 8;
   static constexpr bool kScaled = false;
-  __device__ static uint4 load(const __half* w, int64_t c) { return __ldg(reinterpret_cast<const uint4*>(w + c)); }
-  __device__ static void decode(const uint4& v, float* out) {
-    const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      out[2 * i] = f.x, out[2 * i + 1] = f.y;
-    }
-  }
+  __device__ static void decode(const uint4& v, float* out) { f16x8_to_f32(v, out); }
   __device__ static float one(const __half* w, const uint8_t*, int64_t c) { return __half2float(w[c]); }
 };
 
 template <>
-struct Row<__nv_bfloat16> {
+struct Row<__nv_bfloat16> : Chunks<__nv_bfloat16> {
   static constexpr int kVec = 8;
   static constexpr bool kScaled = false;
-  __device__ static uint4 load(const __nv_bfloat16* w, int64_t c) {
-    return __ldg(reinterpret_cast<const uint4*>(w + c));
-  }
-  __device__ static void decode(const uint4& v, float* out) {
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {  // bf16 -> f32 is a shift
-      out[2 * i] = __uint_as_float(u[i] << 16);
-      out[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-    }
-  }
+  __device__ static void decode(const uint4& v, float* out) { bf16x8_to_f32(v, out); }
   __device__ static float one(const __nv_bfloat16* w, const uint8_t*, int64_t c) { return __bfloat162float(w[c]); }
 };
 
 // fp8 codes (one byte each) with one scale exponent e per block of 32: value = code * 2^(e-127).
 // A chunk of 16 lies in one block. Rows are whole blocks, so every row takes the fast path.
 template <>
-struct Row<uint8_t> {
+struct Row<uint8_t> : Chunks<uint8_t> {
   static constexpr int kVec = 16;
   static constexpr bool kScaled = true;
-  __device__ static uint4 load(const uint8_t* w, int64_t c) { return __ldg(reinterpret_cast<const uint4*>(w + c)); }
   __device__ static void decode(const uint4& v, float* out) {
     const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&v);
 #pragma unroll
@@ -89,8 +74,7 @@ struct Row<uint8_t> {
       out[2 * i] = f.x, out[2 * i + 1] = f.y;
     }
   }
-  // 2^(e-127), e in [1, 246]: a normal f32.
-  __device__ static float scale(uint8_t e) { return __uint_as_float(static_cast<uint32_t>(e) << 23); }
+  __device__ static float scale(uint8_t e) { return fp8_block_scale(e); }
   __device__ static float one(const uint8_t* w, const uint8_t* scales, int64_t c) {
     float out[16];
     decode(load(w, c / 16 * 16), out);
@@ -258,8 +242,7 @@ __global__ void round_to_16(const float* src, T* dst, int64_t n) {
 __global__ void widen_fp8(const uint8_t* codes, const uint8_t* scales, __nv_bfloat16* dst, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const __half_raw h = __nv_cvt_fp8_to_halfraw(codes[i], __NV_E4M3);
-    const float s = __uint_as_float(static_cast<uint32_t>(scales[i / 32]) << 23);
-    dst[i] = __float2bfloat16_rn(__half2float(__half(h)) * s);
+    dst[i] = __float2bfloat16_rn(__half2float(__half(h)) * fp8_block_scale(scales[i / 32]));
   }
 }
 

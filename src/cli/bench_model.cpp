@@ -71,7 +71,6 @@ struct BenchModelFlags {
   int64_t accuracy_tokens = 128;
   std::string kv_type = "f16";  // llama-bench's default (-ctk/-ctv f16)
   std::string device = "cpu";
-  bool gpu() const { return device != "cpu"; }  // cuda, or auto (decided at the first backend)
 };
 
 DType kv_type_of(const BenchModelFlags& f) { return kv_dtype_from_name(f.kv_type).value_or(DType::F16); }
@@ -165,6 +164,9 @@ struct Speed {
   std::vector<double> samples;
   double median = 0;
 };
+
+// Whether a run was on the CUDA backend (--device cuda, or auto where a GPU answered).
+bool on_gpu(std::string_view backend_name) { return backend_name == "cuda"; }
 
 // A JSON number, or null where a ceiling is unknown (JSON has no NaN or infinity).
 Json number_or_null(double v) { return std::isfinite(v) && v > 0 ? Json(v) : Json(nullptr); }
@@ -394,7 +396,7 @@ void print_json(const BenchModelFlags& f, const BenchModelRun& r) {
                 {"n_embd", r.config.n_embd},
                 {"n_vocab", r.config.n_vocab}};
   j["device"] = f.device;
-  if (f.gpu()) j["gpus"] = cuda_devices();
+  if (!r.runs.empty() && on_gpu(r.runs.front().backend_name)) j["gpus"] = cuda_devices();
   j["threads"] = f.threads;
   j["reps"] = f.reps;
   j["prompt_tokens"] = f.prompt;
@@ -443,7 +445,7 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
               r.info.name.c_str(), r.info.arch.c_str(), r.info.type.c_str(), static_cast<double>(r.info.params) / 1e9,
               static_cast<double>(r.info.weight_bytes) / 1e9, static_cast<double>(r.cost.weight_bytes_per_token()) / 1e9,
               2.0 * static_cast<double>(r.cost.macs_per_token()) / 1e9);
-  if (!r.runs.empty() && r.runs.front().backend_name == "cuda")
+  if (!r.runs.empty() && on_gpu(r.runs.front().backend_name))
     std::printf("machine  GPU %s: bandwidth %s GB/s (a kernel reading --probe-mib once)\n",
                 cuda_devices().front().c_str(), or_dash(r.peaks.bandwidth_gb_per_s, "%.1f").c_str());
   else
@@ -492,7 +494,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
   run.isa = isa;
   run.backend_name = std::string(backend.name());
   run.repacked_bytes = backend.prepared_weight_bytes();
-  const bool gpu = run.backend_name == "cuda";
+  const bool gpu = on_gpu(run.backend_name);
   for (const MatrixRead& mr : reads) {
     if (mr.lookup) continue;
     std::string& k = run.kernels[std::string(dtype_name(mr.type))];
@@ -552,7 +554,7 @@ int run_bench_model(const BenchModelFlags& f) {
     Result<std::unique_ptr<Backend>> made = make_bench_backend(f, isa);
     if (!made.ok()) return fail("bench model", made.message());
     std::unique_ptr<Backend> backend = std::move(made).value();
-    const bool gpu = backend->name() == "cuda";
+    const bool gpu = on_gpu(backend->name());
     Result<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file, *backend);
     if (!model.ok()) return fail("bench model", model.message());
     if (r.runs.empty()) {  // the file is checked now (load): what it costs, and the machine's limits

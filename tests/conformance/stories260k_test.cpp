@@ -7,10 +7,10 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/matmul_kernels.h"
-#include "backend/cuda/cuda_backend.h"
 #include "kv/kv_cache.h"
 #include "format/gguf.h"
 #include "model/llama_model.h"
+#include "test_backends.h"
 #include "test_numeric.h"
 #include "test_util.h"
 
@@ -26,39 +26,7 @@ std::vector<int32_t> reference_ids() {
 
 using test::argmax;
 
-// Which backend a test runs on: the reference, or the fast CPU backend at a thread
-// count and ISA.
-struct BackendChoice {
-  bool reference = false;
-  int threads = 1;
-  cpu::Isa isa = cpu::Isa::Generic;
-  bool cuda = false;  // the CUDA backend, where a device is (else the test skips)
-  std::unique_ptr<Backend> make() const {
-    if (cuda) {
-      Result<std::unique_ptr<Backend>> b = make_cuda_backend();
-      return b.ok() ? std::move(b).value() : nullptr;
-    }
-    if (reference) return make_reference_backend();
-    CpuBackendOptions o;
-    o.n_threads = threads;
-    o.isa = isa;
-    return make_cpu_backend(o);
-  }
-};
-
-std::vector<BackendChoice> every_backend() {
-  std::vector<BackendChoice> v = {{true, 1, cpu::Isa::Generic}};
-  for (cpu::Isa isa : cpu::available_isas())
-    for (int t : {1, 2}) v.push_back({false, t, isa});
-  v.push_back({false, 1, cpu::Isa::Generic, true});
-  return v;
-}
-
-std::string backend_name(const ::testing::TestParamInfo<BackendChoice>& i) {
-  if (i.param.cuda) return "cuda";
-  if (i.param.reference) return "reference";
-  return "cpu_" + std::string(cpu::isa_name(i.param.isa)) + "_t" + std::to_string(i.param.threads);
-}
+using test::BackendChoice;
 
 class Stories260KOn : public ::testing::TestWithParam<BackendChoice> {};
 
@@ -143,7 +111,8 @@ TEST_P(Stories260KOn, KvCacheTypesStayCloseToF32) {
   EXPECT_NE(bad.message().find("not supported"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Stories260KOn, ::testing::ValuesIn(every_backend()), backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Stories260KOn, ::testing::ValuesIn(test::every_backend({1, 2})),
+                         [](const ::testing::TestParamInfo<BackendChoice>& i) { return i.param.name(); });
 
 }  // namespace
 }  // namespace th

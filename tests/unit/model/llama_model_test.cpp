@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "backend/cpu/matmul_kernels.h"
-#include "backend/cuda/cuda_backend.h"
 #include "format/gguf.h"
 #include "model/synthetic_model.h"
+#include "test_backends.h"
 #include "test_numeric.h"
 #include "test_util.h"
 
@@ -90,32 +90,7 @@ std::vector<std::vector<int32_t>> greedy_together(LlamaModel& m, Backend& b,
   return outs;
 }
 
-// The reference backend, or the fast one at a thread count and ISA.
-struct BackendChoice {
-  bool reference = false;
-  int threads = 1;
-  cpu::Isa isa = cpu::Isa::Generic;
-  bool cuda = false;  // the CUDA backend, where a device is (else the test skips)
-  std::unique_ptr<Backend> make() const {
-    if (cuda) {
-      Result<std::unique_ptr<Backend>> b = make_cuda_backend();
-      return b.ok() ? std::move(b).value() : nullptr;
-    }
-    if (reference) return make_reference_backend();
-    CpuBackendOptions o;
-    o.n_threads = threads;
-    o.isa = isa;
-    return make_cpu_backend(o);
-  }
-};
-
-std::vector<BackendChoice> every_backend() {
-  std::vector<BackendChoice> v = {{true, 1, cpu::Isa::Generic}};
-  for (cpu::Isa isa : cpu::available_isas())
-    for (int t : {1, 2, 3}) v.push_back({false, t, isa});
-  v.push_back({false, 1, cpu::Isa::Generic, true});
-  return v;
-}
+using test::BackendChoice;
 
 class LlamaModelOn : public ::testing::TestWithParam<BackendChoice> {};
 
@@ -131,13 +106,8 @@ TEST_P(LlamaModelOn, BatchedGreedyEqualsEachAlone) {
     EXPECT_EQ(together[s], greedy_alone(*l.model, *l.backend, prompts[s], 24)) << "sequence " << s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LlamaModelOn, ::testing::ValuesIn(every_backend()),
-                         [](const ::testing::TestParamInfo<BackendChoice>& i) {
-                           if (i.param.cuda) return std::string("cuda");
-                           return i.param.reference ? std::string("reference")
-                                                    : "cpu_" + std::string(cpu::isa_name(i.param.isa)) + "_t" +
-                                                          std::to_string(i.param.threads);
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, LlamaModelOn, ::testing::ValuesIn(test::every_backend({1, 2, 3})),
+                         [](const ::testing::TestParamInfo<BackendChoice>& i) { return i.param.name(); });
 
 class SyntheticModel : public ::testing::Test {
  protected:

@@ -219,12 +219,12 @@ template <class G, int R, int T, bool kInlineScales>
         // ahead (on Zen 5, q4_0 2048 x 2048, best of 200, none -> 1 KiB: 13.7 -> 14-17.6
         // GB/s); the file's layout up to two lines a group, as measured (a 4-block q8_0
         // group spans three), a packed image all of its lines.
-        _mm_prefetch(reinterpret_cast<const char*>(wg + kStreamPrefetchBytes), _MM_HINT_T0);
+        prefetch_stream(wg);
         constexpr int kAllLines = (kGroupBytes + 63) / 64;
         constexpr int kLines = !kSplit<G> && G::kBlocks == 4 && kAllLines > 2 ? 2 : kAllLines;
 #pragma GCC unroll 8
         for (int line = 1; line < kLines; ++line)
-          _mm_prefetch(reinterpret_cast<const char*>(wg + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+          prefetch_stream(wg + 64 * line);
         if constexpr (kSplit<G>)
           dw = G::scale_lanes(scales + r * w_row_bytes + g * side_bytes<G>());
         else

@@ -87,7 +87,7 @@ template <size_t kBlockBytes>
 inline void prefetch_ahead(const uint8_t* block) {
 #pragma GCC unroll 4
   for (size_t o = 0; o < kBlockBytes + 63; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(block + kStreamPrefetchBytes + o), _MM_HINT_T0);
+    prefetch_stream(block + o);
 }
 
 }  // namespace th::cpu::kquant_avx2

@@ -249,7 +249,7 @@ template <class K, class Pair, class Finish>
   for (int64_t j = nb / 2; j > 0; --j, g0 += 2 * K::kSbBytes, a0 += 2 * kKActBytes, pa += K::kPairBytes) {
 #pragma GCC unroll 4
     for (int line = 0; line < kLines; ++line)
-      _mm_prefetch(reinterpret_cast<const char*>(g0 + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+      prefetch_stream(g0 + 64 * line);
     pair(g0, g0 + K::kSbBytes, a0, pa);
   }
   __m512 acc = finish();
@@ -294,7 +294,7 @@ template <class K, int R, int T, bool kInline>
         // A few tokens stream the row from DRAM: its lines kStreamPrefetchBytes ahead.
 #pragma GCC unroll 4
         for (int line = 0; line < (kImg + 63) / 64; ++line)
-          _mm_prefetch(reinterpret_cast<const char*>(g + kStreamPrefetchBytes + 64 * line), _MM_HINT_T0);
+          prefetch_stream(g + 64 * line);
         if constexpr (kSide > 0)
           K::lane_scales(side + r * w_row_bytes + b * kSide, s);
         else

@@ -16,17 +16,23 @@ namespace th::cpu {
 namespace {
 
 /// How far ahead (bytes) the few-token tiles, which stream each weight row once from
-/// memory, ask for its lines. Decode of the 1.1B files, 2 threads, Sapphire Rapids VM
-/// (BENCHMARKS "Session 10"): 1 KiB -> 4 KiB took q4_0 73 -> 80% of the bandwidth, q8_0
-/// 81 -> 89%, q2_K 55 -> 65%, IQ4_XS 68 -> 75% (medians of interleaved runs); 8 KiB was no
-/// better for the K-quant groups.
-constexpr int kStreamPrefetchBytes = 4096;
+/// memory, ask for its lines, and into which cache: L2 (`prefetcht1`), 8 KiB ahead. A
+/// `prefetcht0` holds one of the core's few L1 miss buffers until its line arrives from
+/// memory, and those buffers, not memory, then bound a thread's stream; L2 tracks more misses
+/// and the loads find the lines 8 KiB later. Zen 4 VM (BENCHMARKS "Session 25"): the
+/// one-token matmuls from memory, one thread, q4_0 / IQ4_NL / IQ4_XS 516 / 428-432 / 403-440
+/// us -> 255 / 251 / 258 (prefetcht0 4 KiB -> prefetcht1 8 KiB; q2_K 157-167 -> 163), and the
+/// 1.1B decodes' share of 34-37 GB/s probes IQ4_NL 72 -> 87%, IQ4_XS 73 -> 87%, q4_0 66 ->
+/// 83%, q4_K 72 -> 90%, q8_0 78 -> 89% (q2_K and q3_K unchanged, 87-90%). Earlier: 1 KiB ->
+/// 4 KiB of prefetcht0 on a Sapphire Rapids VM (session 10) took q4_0 73 -> 80% of the
+/// bandwidth, q2_K 55 -> 65%.
+constexpr int kStreamPrefetchBytes = 8192;
 
-/// Asks for the lines of [p, p + bytes) kStreamPrefetchBytes ahead: at a row's start, the part
-/// of a split packed row (its side records and padding) that the images' own prefetch, a group
-/// at a time, steps over.
+/// Asks for the line at p + kStreamPrefetchBytes (into L2, as above).
+inline void prefetch_stream(const uint8_t* p) { __builtin_prefetch(p + kStreamPrefetchBytes, 0, 2); }
+
 inline void prefetch_span_ahead(const uint8_t* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + kStreamPrefetchBytes + o, 0, 3);  // prefetcht0
+  for (int64_t o = 0; o < bytes; o += 64) prefetch_stream(p + o);
 }
 
 /// fn[r - 1][t - 1] = &Tiles::template tile<r, t>, for r <= kR, t <= kT; Fn is the

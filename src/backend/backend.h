@@ -152,6 +152,10 @@ class Backend {
   virtual void prefetch_attention(const KvLayerView& kv, const AttentionBatch& b, int64_t window) {
     (void)kv, (void)b, (void)window;
   }
+  /// A hint, given as soon as the previous products are done: matmuls(jobs, x, n_tokens) comes
+  /// next, after some smaller ops (attention, norms); threads that would wait meanwhile may
+  /// start bringing its weights into their caches. Changes no result; by default, nothing.
+  virtual void prefetch_products(std::span<const MatmulJob> jobs, int64_t n_tokens) { (void)jobs, (void)n_tokens; }
 };
 
 /// @brief The reference backend: plain single-threaded implementations, obviously right

@@ -98,6 +98,10 @@ struct ThreadPool::Impl {
   alignas(kLine) std::atomic<int> pure_polls{kPurePolls};
   uint32_t runs = 0;
   long switches = 0;
+  // A posted job still running on the workers (the caller's view), and the flag that asks it
+  // to stop.
+  bool posted = false;
+  alignas(kLine) std::atomic<bool> cancel{false};
 
   bool pinned = false;
   pthread_t owner{};
@@ -132,6 +136,21 @@ struct ThreadPool::Impl {
       if (pending.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_asleep.load(std::memory_order_seq_cst))
         pending.notify_one();
     }
+  }
+
+  void start(const std::function<void(int, int)>& j) {
+    job = &j;
+    pending.store(n - 1, std::memory_order_relaxed);
+    generation.fetch_add(1, std::memory_order_seq_cst);  // publishes job and pending
+    if (sleepers.load(std::memory_order_seq_cst) > 0) generation.notify_all();
+  }
+
+  void finish_posted() {
+    if (!posted) return;
+    cancel.store(true, std::memory_order_relaxed);
+    wait_for_workers();
+    cancel.store(false, std::memory_order_relaxed);
+    posted = false;
   }
 
   void wait_for_workers() {
@@ -177,6 +196,7 @@ ThreadPool::ThreadPool(int n_threads, bool pin) : impl_(std::make_unique<Impl>()
 
 ThreadPool::~ThreadPool() {
   Impl& s = *impl_;
+  s.finish_posted();
   s.stop = true;
   s.generation.fetch_add(1, std::memory_order_seq_cst);
   s.generation.notify_all();
@@ -198,12 +218,22 @@ void ThreadPool::run(const std::function<void(int, int)>& job) {
     s.pure_polls.store(now - s.switches > static_cast<long>(kCheckRuns / 8) ? 0 : kPurePolls, std::memory_order_relaxed);
     s.switches = now;
   }
-  s.job = &job;
-  s.pending.store(s.n - 1, std::memory_order_relaxed);
-  s.generation.fetch_add(1, std::memory_order_seq_cst);  // publishes job and pending
-  if (s.sleepers.load(std::memory_order_seq_cst) > 0) s.generation.notify_all();
+  s.finish_posted();
+  s.start(job);
   job(0, s.n);
   s.wait_for_workers();
 }
+
+void ThreadPool::post(const std::function<void(int, int)>& job) {
+  Impl& s = *impl_;
+  if (s.n == 1) return;
+  s.finish_posted();
+  s.start(job);
+  s.posted = true;
+}
+
+bool ThreadPool::cancelled() const { return impl_->cancel.load(std::memory_order_relaxed); }
+
+void ThreadPool::join_posted() { impl_->finish_posted(); }
 
 }  // namespace th

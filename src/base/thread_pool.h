@@ -35,6 +35,18 @@ class ThreadPool {
   /// Everything the job wrote is visible to the caller when run returns. Call from
   /// one thread at a time (the constructing one when pinned); the job must not throw.
   void run(const std::function<void(int, int)>& job);
+  /// @brief Starts job(thread_index, n_threads) on the workers only (indices 1 ..
+  /// n_threads - 1) and returns at once: work for the time they would spend waiting while
+  /// the caller runs something alone, such as bringing the next run's data into their
+  /// caches. The next `run` or `post` first sets `cancelled()` and waits for the workers to
+  /// return, so the job should poll it; the job must stay alive until then. Nothing with
+  /// one thread.
+  void post(const std::function<void(int, int)>& job);
+  /// @brief Whether the posted job should stop: another run or post is waiting for it.
+  bool cancelled() const;
+  /// @brief Stops the posted job, if any (cancelled() turns true), and waits for the workers
+  /// to return from it: then what it reads may change.
+  void join_posted();
 
  private:
   struct Impl;

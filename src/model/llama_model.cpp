@@ -194,6 +194,8 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   b.prefetch_attention(kvl, ab, swa ? c.sliding_window : 0);
   const MatmulJob qkv[] = {{&L.wq, q_}, {&L.wk, k_}, {&L.wv, v_}};
   b.matmuls(qkv, h_, n);
+  const MatmulJob o[] = {{&L.wo, o_}};
+  b.prefetch_products(o, n);  // rope, the KV write and attention come first
   if (L.bq) b.add_bias(q_, L.bq, n, c.q_dim());
   if (L.bk) b.add_bias(k_, L.bk, n, c.kv_dim());
   if (L.bv) b.add_bias(v_, L.bv, n, c.kv_dim());
@@ -210,6 +212,10 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   const AttentionOptions opt{swa ? c.sliding_window : 0, c.attn_softcap};
   b.attention(kvl, ab, q_, attn_, c.n_head, c.n_head_kv, c.head_dim, scale, opt);
   b.matmul(L.wo, attn_, o_, n);
+  if (c.n_expert == 0) {  // the FFN's first products come after the residual add and a norm
+    const MatmulJob gate_up[] = {{&L.w_gate, gate_}, {&L.w_up, up_}};
+    b.prefetch_products(gate_up, n);
+  }
   reduce(o_, n * c.n_embd);  // tensor parallelism: each rank's heads gave a partial sum
 }
 
@@ -220,6 +226,8 @@ void LlamaModel::ffn_block(const Layer& L, int64_t n) {
   if (c.n_expert > 0) return moe_block(L, n);
   const MatmulJob gate_up[] = {{&L.w_gate, gate_}, {&L.w_up, up_}};
   b.matmuls(gate_up, h_, n);
+  const MatmulJob down[] = {{&L.w_down, o_}};
+  b.prefetch_products(down, n);
   if (c.spec->act == FfnAct::GeluTanh) {
     b.geglu(gate_, up_, gate_, n * c.n_ff);
   } else {
@@ -321,6 +329,14 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
     b.rmsnorm(x_, L.ffn_norm, h_, n, c.n_embd, c.rms_eps);
     b.prefetch(l + 1 < c.n_layer ? layers[static_cast<size_t>(l + 1)].attn_norm : output_norm_, c.n_embd);
     ffn_block(L, n);
+    if (l + 1 < c.n_layer) {  // the next layer's q/k/v come after the residual add and a norm
+      const Layer& next = layers[static_cast<size_t>(l + 1)];
+      const MatmulJob qkv[] = {{&next.wq, q_}, {&next.wk, k_}, {&next.wv, v_}};
+      b.prefetch_products(qkv, n);
+    } else {
+      const MatmulJob out[] = {{&output, logits_}};
+      b.prefetch_products(out, n);
+    }
     if (L.ffn_post_norm) {
       b.rmsnorm(o_, L.ffn_post_norm, h_, n, c.n_embd, c.rms_eps);
       b.add(x_, h_, n * c.n_embd);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -90,6 +91,53 @@ TEST(ThreadPool, DestroysCleanlyWhileIdle) {
   }
   ThreadPool spinning(3);
   spinning.run([](int, int) {});  // destroyed while its workers still spin
+}
+
+// A posted job runs on the workers alone while the caller goes on; the next run (or post, or
+// join_posted, or the destructor) asks it to stop and waits for it, so a job that runs until
+// cancelled() cannot hold a run up, and the caller's plain writes after the join are safe.
+TEST(ThreadPool, PostedJobRunsOnWorkersUntilTheNextRun) {
+  for (int n : {1, 2, 3}) {
+    ThreadPool pool(n);
+    const std::thread::id me = std::this_thread::get_id();
+    for (int rep = 0; rep < 200; ++rep) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> on_caller{0}, stopped{0};
+      const std::function<void(int, int)> job = [&](int i, int total) {
+        if (std::this_thread::get_id() == me || total != n) on_caller.fetch_add(1);
+        hits[static_cast<size_t>(i)].fetch_add(1);
+        while (!pool.cancelled()) std::this_thread::yield();
+        stopped.fetch_add(1);
+      };
+      pool.post(job);
+      EXPECT_FALSE(pool.cancelled());
+      std::atomic<int> ran{0};
+      if (rep % 3 == 2) {
+        pool.join_posted();
+      } else {
+        pool.run([&](int, int) { ran.fetch_add(1); });
+        EXPECT_EQ(ran.load(), n);
+      }
+      EXPECT_FALSE(pool.cancelled());
+      ASSERT_EQ(on_caller.load(), 0);
+      ASSERT_EQ(hits[0].load(), 0);  // the caller's index never runs a posted job
+      for (int i = 1; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n " << n << " index " << i;
+      ASSERT_EQ(stopped.load(), n - 1);  // every worker was out of the job when run returned
+    }
+    const std::function<void(int, int)> last = [&](int, int) {
+      while (!pool.cancelled()) std::this_thread::yield();
+    };
+    pool.post(last);  // the destructor stops it
+  }
+}
+
+TEST(ThreadPool, PostedJobsFollowEachOther) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> sum{0};
+  const std::function<void(int, int)> job = [&](int i, int) { sum.fetch_add(i, std::memory_order_relaxed); };
+  for (int r = 0; r < 10000; ++r) pool.post(job);  // each post joins the one before
+  pool.join_posted();
+  EXPECT_EQ(sum.load(), int64_t{10000} * (1 + 2));
 }
 
 std::vector<int> affinity_of_current_thread() {

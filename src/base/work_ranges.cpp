@@ -20,11 +20,19 @@ void WorkRanges::reset(int64_t n, int64_t grain, int64_t max_piece, int64_t min_
   grain_ = std::max<int64_t>(grain, 1);
   min_steal_ = std::max<int64_t>(min_steal, 0);
   max_piece_ = max_piece > 0 ? std::max(max_piece / grain_, int64_t{1}) * grain_ : 0;
-  const int64_t units = (n + grain_ - 1) / grain_;
   for (int w = 0; w < n_; ++w) {
-    const int64_t front = std::min(n, units * w / n_ * grain_), back = std::min(n, units * (w + 1) / n_ * grain_);
+    int64_t front, back;
+    initial_range(n, grain_, n_, w, &front, &back);
     slots_[w].range.store(pack(front, back), std::memory_order_relaxed);
   }
+}
+
+void WorkRanges::initial_range(int64_t n, int64_t grain, int n_workers, int w, int64_t* begin, int64_t* end) {
+  grain = std::max<int64_t>(grain, 1);
+  n_workers = std::max(n_workers, 1);
+  const int64_t units = (n + grain - 1) / grain;
+  *begin = std::min(n, units * w / n_workers * grain);
+  *end = std::min(n, units * (w + 1) / n_workers * grain);
 }
 
 // An owner's claim: a quarter of what is left (so that a thief arriving late still finds

@@ -33,6 +33,10 @@ class WorkRanges {
   /// start (e.g. before ThreadPool::run, which publishes it); 0 <= n < 2^32.
   void reset(int64_t n, int64_t grain, int64_t max_piece = 0, int64_t min_steal = 0);
 
+  /// @brief The range reset(n, grain, ...) gives worker w of n_workers, before any claim or
+  /// steal: [*begin, *end), on grain boundaries (the last may end at n).
+  static void initial_range(int64_t n, int64_t grain, int n_workers, int w, int64_t* begin, int64_t* end);
+
   /// @brief The next piece [*begin, *end) for worker w: from its own range, else stolen from
   /// another's. false when no range has anything left that w may take.
   bool next(int w, int64_t* begin, int64_t* end);

@@ -171,7 +171,7 @@ class CpuBackend final : public Backend {
   void matmuls(std::span<const MatmulJob> jobs, const float* x, int64_t n_tokens) override {
     if (n_tokens <= 0 || jobs.empty()) return;
     const cpu::MatmulKernel* k = kernel_for(*jobs[0].w);
-    if (k && one_region(jobs, k).size() == jobs.size())
+    if (k && one_region(jobs).size() == jobs.size())
       matmul_kernel(*k, jobs, x, n_tokens);
     else
       Backend::matmuls(jobs, x, n_tokens);
@@ -346,7 +346,7 @@ class CpuBackend final : public Backend {
     const cpu::MatmulKernel* k = kernel_for(*jobs[0].w);
     if (!k) return;
     pool_.join_posted();  // before the plan it reads changes
-    const std::span<const MatmulJob> region = one_region(jobs, k);
+    const std::span<const MatmulJob> region = one_region(jobs);
     prefetch_rows_ = region_rows(region, prefetch_first_row_);
     prefetch_parts_.clear();
     for (const MatmulJob& j : region) prefetch_parts_.push_back({weight_rows(*k, *j.w), j.w->rows});
@@ -528,23 +528,22 @@ class CpuBackend final : public Backend {
     return rows;
   }
 
-  // The jobs matmuls() will run in one region: all of them when they share a kernel (type and
-  // width), else the first alone (the others get regions of their own).
-  std::span<const MatmulJob> one_region(std::span<const MatmulJob> jobs, const cpu::MatmulKernel* k) const {
+  // The jobs matmuls() will run in one region when the first has a kernel: all of them when
+  // they share it (type and width), else the first alone (the others get regions of their own).
+  static std::span<const MatmulJob> one_region(std::span<const MatmulJob> jobs) {
     const WeightView& w0 = *jobs[0].w;
     const bool shared = std::all_of(jobs.begin(), jobs.end(), [&](const MatmulJob& j) {
       return j.w->type == w0.type && j.w->cols == w0.cols && j.w->rows > 0;
     });
-    return shared && k ? jobs : jobs.first(1);
+    return shared ? jobs : jobs.first(1);
   }
 
   // prefetch_products' job on worker tid: the first rows of the range WorkRanges::reset will
   // give it in the next region, up to kPrefetchProductBytes, while the caller runs the ops
   // before that region alone. Stops when the region (or any other run) starts.
   void prefetch_share(int tid, int n_threads) {
-    const int64_t rows = prefetch_rows_, units = ceil_div(rows, kChunkRowMultiple);  // as WorkRanges::reset
-    int64_t r = std::min(rows, units * tid / n_threads * kChunkRowMultiple);
-    const int64_t back = std::min(rows, units * (tid + 1) / n_threads * kChunkRowMultiple);
+    int64_t r, back;
+    WorkRanges::initial_range(prefetch_rows_, kChunkRowMultiple, n_threads, tid, &r, &back);
     size_t budget = kPrefetchProductBytes;
     for (size_t i = 0; i < prefetch_first_row_.size() && r < back && budget > 0; ++i) {
       const int64_t lo = prefetch_first_row_[i], hi = lo + prefetch_parts_[i].rows;

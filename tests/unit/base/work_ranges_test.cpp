@@ -85,6 +85,35 @@ TEST(WorkRanges, EachWorkerStartsOnItsOwnContiguousRange) {
   EXPECT_EQ(b, 0);
 }
 
+// initial_range says where reset puts each worker (what CpuBackend's prefetch of the next
+// region relies on): a worker's first claim starts there, and its range ends there.
+TEST(WorkRanges, InitialRangeIsWhereEachWorkerStarts) {
+  for (int workers : {1, 2, 3, 5}) {
+    for (int64_t n : {0, 1, 15, 16, 100, 2560, 11264}) {
+      WorkRanges r(workers);
+      r.reset(n, 16);
+      int64_t covered = 0;
+      for (int w = 0; w < workers; ++w) {
+        int64_t b0, e0;
+        WorkRanges::initial_range(n, 16, workers, w, &b0, &e0);
+        ASSERT_LE(b0, e0);
+        covered += e0 - b0;
+        int64_t b, e, last = b0;
+        for (bool first = true; b0 < e0; first = false) {  // the owner alone: its range in order
+          ASSERT_TRUE(r.next(w, &b, &e)) << workers << " " << n << " " << w;
+          if (first) {
+            EXPECT_EQ(b, b0) << workers << " " << n << " " << w;
+          }
+          EXPECT_EQ(b, last);
+          last = e;
+          if (e == e0) break;
+        }
+      }
+      EXPECT_EQ(covered, n);
+    }
+  }
+}
+
 TEST(WorkRanges, EmptyAndTinyRanges) {
   WorkRanges r(3);
   int64_t b, e;

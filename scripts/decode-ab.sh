@@ -18,7 +18,7 @@
 #   LLAMA_BIN   a llama.cpp build's bin/ folder: llama-bench -t 2 -p 0 -n 32 -r 3 after each pair
 # Example: SPLIT_GBPS=50 scripts/decode-ab.sh /tmp/old/tokenhive build/tokenhive 5 q2_k iq4_nl
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n '2,17p' "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,19p' "$0"; exit 2; }
 A="$1" B="$2" ROUNDS="$3"
 shift 3
 MODELS="${MODELS:-models}"

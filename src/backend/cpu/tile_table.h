@@ -31,6 +31,9 @@ constexpr int kStreamPrefetchBytes = 8192;
 /// Asks for the line at p + kStreamPrefetchBytes (into L2, as above).
 inline void prefetch_stream(const uint8_t* p) { __builtin_prefetch(p + kStreamPrefetchBytes, 0, 2); }
 
+/// Asks for the lines of [p, p + bytes) kStreamPrefetchBytes ahead (prefetch_stream each): at a
+/// row's start, the part of a split packed row (its side records and padding) that the images'
+/// own prefetch, a group at a time, steps over.
 inline void prefetch_span_ahead(const uint8_t* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) prefetch_stream(p + o);
 }

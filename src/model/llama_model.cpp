@@ -192,8 +192,7 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   const bool swa = c.is_swa(l);
   const KvLayerView kvl = kv.layer(l);
   b.prefetch_attention(kvl, ab, swa ? c.sliding_window : 0);
-  const MatmulJob qkv[] = {{&L.wq, q_}, {&L.wk, k_}, {&L.wv, v_}};
-  b.matmuls(qkv, h_, n);
+  b.matmuls(qkv_jobs(L), h_, n);
   const MatmulJob o[] = {{&L.wo, o_}};
   b.prefetch_products(o, n);  // rope, the KV write and attention come first
   if (L.bq) b.add_bias(q_, L.bq, n, c.q_dim());
@@ -212,10 +211,7 @@ void LlamaModel::attention_block(const Layer& L, int64_t l, int64_t n, const For
   const AttentionOptions opt{swa ? c.sliding_window : 0, c.attn_softcap};
   b.attention(kvl, ab, q_, attn_, c.n_head, c.n_head_kv, c.head_dim, scale, opt);
   b.matmul(L.wo, attn_, o_, n);
-  if (c.n_expert == 0) {  // the FFN's first products come after the residual add and a norm
-    const MatmulJob gate_up[] = {{&L.w_gate, gate_}, {&L.w_up, up_}};
-    b.prefetch_products(gate_up, n);
-  }
+  if (c.n_expert == 0) b.prefetch_products(gate_up_jobs(L), n);  // after the residual add and a norm
   reduce(o_, n * c.n_embd);  // tensor parallelism: each rank's heads gave a partial sum
 }
 
@@ -224,8 +220,7 @@ void LlamaModel::ffn_block(const Layer& L, int64_t n) {
   Backend& b = *backend_;
   const ModelConfig& c = cfg_;
   if (c.n_expert > 0) return moe_block(L, n);
-  const MatmulJob gate_up[] = {{&L.w_gate, gate_}, {&L.w_up, up_}};
-  b.matmuls(gate_up, h_, n);
+  b.matmuls(gate_up_jobs(L), h_, n);
   const MatmulJob down[] = {{&L.w_down, o_}};
   b.prefetch_products(down, n);
   if (c.spec->act == FfnAct::GeluTanh) {
@@ -330,9 +325,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, KvCache& kv, std::vector<f
     b.prefetch(l + 1 < c.n_layer ? layers[static_cast<size_t>(l + 1)].attn_norm : output_norm_, c.n_embd);
     ffn_block(L, n);
     if (l + 1 < c.n_layer) {  // the next layer's q/k/v come after the residual add and a norm
-      const Layer& next = layers[static_cast<size_t>(l + 1)];
-      const MatmulJob qkv[] = {{&next.wq, q_}, {&next.wk, k_}, {&next.wv, v_}};
-      b.prefetch_products(qkv, n);
+      b.prefetch_products(qkv_jobs(layers[static_cast<size_t>(l + 1)]), n);
     } else {
       const MatmulJob out[] = {{&output, logits_}};
       b.prefetch_products(out, n);

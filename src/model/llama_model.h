@@ -9,6 +9,7 @@
 // output.weight; soft-capped for gemma2).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -117,6 +118,10 @@ class LlamaModel {
   };
   // Expert e's matrix within a 3-D expert tensor.
   static WeightView expert(const WeightView& first, int64_t e);
+  // A layer's fused products, each named once: run in its block, announced to
+  // Backend::prefetch_products before it (the block or the layer before).
+  std::array<MatmulJob, 3> qkv_jobs(const Layer& L) const { return {{{&L.wq, q_}, {&L.wk, k_}, {&L.wv, v_}}}; }
+  std::array<MatmulJob, 2> gate_up_jobs(const Layer& L) const { return {{{&L.w_gate, gate_}, {&L.w_up, up_}}}; }
   void attention_block(const Layer& L, int64_t l, int64_t n, const ForwardBatch& batch, KvCache& kv,
                        const AttentionBatch& ab);
   void ffn_block(const Layer& L, int64_t n);

@@ -89,16 +89,17 @@ constexpr int64_t kFallbackFewTokens = 8;
 constexpr size_t kFallbackBlockBytesFew = size_t{16} << 10;
 constexpr size_t kFallbackBlockBytesMany = size_t{128} << 10;
 
-// prefetch_attention: decode steps (a few tokens) only, and at most 64 KiB of K/V rows, a
-// sixteenth of a Zen 5 core's L2 (an eighth of Zen 3's), which the q/k/v products' weights
-// stream through meanwhile; longer contexts rely on the attention kernel's prefetch of its
-// next tile.
-constexpr int64_t kPrefetchKvTokens = 4;
+// The decode-step prefetches (prefetch_attention, prefetch_products) run for steps of at most
+// this many tokens: a batch's products are bound by compute, not by the weights' stream.
+constexpr int64_t kPrefetchMaxTokens = 4;
+
+// prefetch_attention: at most 64 KiB of K/V rows, a sixteenth of a Zen 5 core's L2 (an eighth
+// of Zen 3's), which the q/k/v products' weights stream through meanwhile; longer contexts
+// rely on the attention kernel's prefetch of its next tile.
 constexpr size_t kPrefetchKvBytes = size_t{64} << 10;
 
-// prefetch_products: decode steps only (a batch's products are bound by compute), and at most
-// this much of each waiting thread's next rows (half of a Zen 4 or Zen 5 core's 1 MiB L2).
-constexpr int64_t kPrefetchProductTokens = 4;
+// prefetch_products: at most this much of each waiting thread's next rows (half of a Zen 4 or
+// Zen 5 core's 1 MiB L2).
 constexpr size_t kPrefetchProductBytes = size_t{512} << 10;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -316,7 +317,7 @@ class CpuBackend final : public Backend {
   // reads them. A 1.1B decode at 8-40 positions on the Zen 5 VM, in-process A/B over 6 runs:
   // attention 11-16 -> 8.5-11.7 us a layer, a decode step 0.98x the time (median).
   void prefetch_attention(const KvLayerView& kv, const AttentionBatch& b, int64_t window) override {
-    if (b.n_tokens > kPrefetchKvTokens) return;
+    if (b.n_tokens > kPrefetchMaxTokens) return;
     const size_t rb = kv.row_bytes();
     const auto* k = static_cast<const char*>(kv.k);
     const auto* v = static_cast<const char*>(kv.v);
@@ -342,7 +343,7 @@ class CpuBackend final : public Backend {
   // small gain: 1.1B decode on the Zen 4 VM at 34 GB/s probes, 0 / 512 KiB alternated in 4
   // rounds, % of the probe: q3_K 81-85 -> 85-89, q2_K 87-88 -> 88-90, IQ4_NL 75-89 -> 80-88.
   void prefetch_products(std::span<const MatmulJob> jobs, int64_t n_tokens) override {
-    if (!prefetch_products_ || pool_.size() == 1 || jobs.empty() || n_tokens > kPrefetchProductTokens) return;
+    if (!prefetch_products_ || pool_.size() == 1 || jobs.empty() || n_tokens > kPrefetchMaxTokens) return;
     const cpu::MatmulKernel* k = kernel_for(*jobs[0].w);
     if (!k) return;
     pool_.join_posted();  // before the plan it reads changes

@@ -8,7 +8,7 @@
 //   BM_StreamDots/<isa>/k<K>/<prefetch>/<where>/real_time/threads:<k>: the same halves, but
 //   each 64-byte line (avx512: one zmm; avx2: two ymm) meets K int8 dot products (avx512:
 //   `vpdpbusd`; avx2: `vpmaddubsw` and an add) into accumulators held in registers, so the
-//   multiply pipes bind the loop and K sets its rate in cache. <prefetch>: none, or t1_8k
+//   multiply pipes (avx2: the accumulators' chains) bind the loop and K sets its rate in cache. <prefetch>: none, or t1_8k
 //   (`prefetcht1` of every line 8 KiB ahead, as the kernels' prefetch_stream). <where>: mem
 //   (the 512 MiB) or l2 (256 KiB a thread, swept 64 times an iteration).
 //
@@ -87,11 +87,11 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dots_avx512(const
 
 template <int K, bool kPrefetch>
 __attribute__((target("avx2"))) int64_t dots_avx2(const uint8_t* p, size_t n) {
-  // 12 accumulators (AVX2 has 16 registers), each also the multiplier of its own products, so
-  // that the compiler cannot compute x's product once and add it K times.
-  __m256i acc[12];
-#pragma GCC unroll 12
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_epi16(static_cast<int16_t>(i));
+  // 8 accumulators (AVX2 has 16 registers: more spill), each also the multiplier of its own
+  // products, so that the compiler cannot compute x's product once and add it K times.
+  __m256i acc[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_epi16(static_cast<int16_t>(i));
   for (size_t o = 0; o < n; o += 256) {
 #pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {  // half lines
@@ -100,14 +100,14 @@ __attribute__((target("avx2"))) int64_t dots_avx2(const uint8_t* p, size_t n) {
       const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + o + 32 * l));
 #pragma GCC unroll 16
       for (int k = 0; k < K; ++k) {
-        __m256i& a = acc[(l * K + k) % 12];
+        __m256i& a = acc[(l * K + k) % 8];
         a = _mm256_add_epi16(a, _mm256_maddubs_epi16(x, a));
       }
     }
   }
   __m256i t = acc[0];
-#pragma GCC unroll 12
-  for (int i = 1; i < 12; ++i) t = _mm256_add_epi16(t, acc[i]);
+#pragma GCC unroll 8
+  for (int i = 1; i < 8; ++i) t = _mm256_add_epi16(t, acc[i]);
   return _mm256_extract_epi16(t, 0);
 }
 

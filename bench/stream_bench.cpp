@@ -2,15 +2,17 @@
 // one-token kernels' share of the bandwidth (BENCHMARKS "Session 27", issue #18).
 //
 //   BM_StreamDots/read/mem/real_time/threads:<k>: k threads each read their half of 512 MiB
-//   (2 MiB pages where the kernel allows) with plain loads: `bench model`'s bandwidth probe,
-//   in the same run. (BM_StreamRead, in matmul_bench.cpp, is one thread's read.)
+//   (2 MiB pages where the kernel allows) with the loop of `bench model`'s bandwidth probe
+//   (machine_limits' AVX2 read_sum), in the same run. (BM_StreamRead, in matmul_bench.cpp, is
+//   one thread's read.)
 //
 //   BM_StreamDots/<isa>/k<K>/<prefetch>/<where>/real_time/threads:<k>: the same halves, but
 //   each 64-byte line (avx512: one zmm; avx2: two ymm) meets K int8 dot products (avx512:
 //   `vpdpbusd`; avx2: `vpmaddubsw` and an add) into accumulators held in registers, so the
-//   multiply pipes (avx2: the accumulators' chains) bind the loop and K sets its rate in cache. <prefetch>: none, or t1_8k
-//   (`prefetcht1` of every line 8 KiB ahead, as the kernels' prefetch_stream). <where>: mem
-//   (the 512 MiB) or l2 (256 KiB a thread, swept 64 times an iteration).
+//   multiply pipes (avx2: the accumulators' chains) bind the loop and K sets its rate in
+//   cache. <prefetch>: none, or t1_8k (`prefetcht1` of every line 8 KiB ahead, as the
+//   kernels' prefetch_stream). <where>: mem (the 512 MiB) or l2 (256 KiB a thread, swept 64
+//   times an iteration).
 //
 // A kernel that computes at the rate of `l2` for some K streams from memory at about what
 // `mem` gives for that K, if it streams as well as this loop. On the Zen 4 VM of session 27,
@@ -34,6 +36,8 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/machine_limits_kernels.h"
+
 namespace {
 
 constexpr size_t kMemBytes = size_t{512} << 20;  // past any L3 here
@@ -55,13 +59,10 @@ const uint8_t* buffer() {
   return p;
 }
 
-__attribute__((target("avx2"))) int64_t read_avx2(const uint8_t* p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a;
-  for (size_t o = 0; o < n; o += 64) {
-    a = _mm256_add_epi32(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + o)));
-    b = _mm256_add_epi32(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + o + 32)));
-  }
-  return _mm256_extract_epi32(_mm256_add_epi32(a, b), 0);
+// The bandwidth probe's own read (its sum of the bytes as floats: a value to keep, nothing more).
+int64_t read_probe(const uint8_t* p, size_t n) {
+  static const th::cpu::probe::StreamKernels k = th::cpu::probe::stream_avx2();
+  return static_cast<int64_t>(k.read_sum(reinterpret_cast<const float*>(p), n / sizeof(float)));
 }
 
 template <int K, bool kPrefetch>
@@ -154,7 +155,7 @@ void add_all(bool avx512) {
 const bool registered = [] {
   if (!__builtin_cpu_supports("avx2")) return false;
   for (int threads : {1, 2})
-    benchmark::RegisterBenchmark("BM_StreamDots/read/mem", [](benchmark::State& s) { run(s, read_avx2, false); })
+    benchmark::RegisterBenchmark("BM_StreamDots/read/mem", [](benchmark::State& s) { run(s, read_probe, false); })
         ->Threads(threads)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);

@@ -1,7 +1,8 @@
 // The loops the machine-limit probes time, one set per ISA (generic here and in
 // machine_limits.cpp; the others in machine_limits_avx2.cpp and
 // machine_limits_avx512.cpp, compiled with their ISA's flags). Internal to the
-// probes; machine_limits.h is the interface.
+// probes (and bench/stream_bench.cpp, which times the read beside its own loops);
+// machine_limits.h is the interface.
 #pragma once
 
 #include <cstddef>

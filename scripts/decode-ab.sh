@@ -16,9 +16,10 @@
 #   ENV_A, ENV_B  NAME=VALUE words set for A's (B's) runs only: one binary against itself
 #               with a knob turned, e.g. ENV_B=TOKENHIVE_PREFETCH_NEXT=0
 #   LLAMA_BIN   a llama.cpp build's bin/ folder: llama-bench -t 2 -p 0 -n 32 -r 3 after each pair
+#   BATCHES     batched decodes too, e.g. 2,4,8 (each rep against its own probe as well; 16 steps)
 # Example: SPLIT_GBPS=50 scripts/decode-ab.sh /tmp/old/tokenhive build/tokenhive 5 q2_k iq4_nl
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n '2,19p' "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,20p' "$0"; exit 2; }
 A="$1" B="$2" ROUNDS="$3"
 shift 3
 MODELS="${MODELS:-models}"
@@ -36,7 +37,7 @@ for r in $(seq 1 "$ROUNDS"); do
       bin="$A" vars="${ENV_A:-}"
       [ "$side" = B ] && bin="$B" vars="${ENV_B:-}"
       # shellcheck disable=SC2086  # vars: NAME=VALUE words
-      env $vars "$bin" bench model -m "$MODELS/tinyllama-1.1b-$t.gguf" --threads 2 --batch 1 --prompt 8 --ubatch 8 \
+      env $vars "$bin" bench model -m "$MODELS/tinyllama-1.1b-$t.gguf" --threads 2 --batch "1${BATCHES:+,$BATCHES}" --batch-gen 16 --prompt 8 --ubatch 8 \
         --gen 32 --reps 5 --probe-mib 512 --probe-each-rep --json > "$OUT/$t.$r.$side.json" 2> "$OUT/$t.$r.$side.log"
     done
     if [ -n "${LLAMA_BIN:-}" ]; then
@@ -47,27 +48,31 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$OUT" "$ROUNDS" "${SPLIT_GBPS:-0}" "$@" <<'PY'
+python3 - "$OUT" "$ROUNDS" "${SPLIT_GBPS:-0}" "${BATCHES:-}" "$@" <<'PY'
 import json, statistics as st, sys
-out, rounds, split, types = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
-def run(t, r, side):  # tokens/s, the run's median %, and each rep's (probe GB/s, %)
+out, rounds, split, batches, types = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5:]
+def run(t, r, side, b="1"):  # tokens/s, the run's median %, and each rep's (probe GB/s, %)
     x = json.load(open(f"{out}/{t}.{r}.{side}.json"))["runs"][0]
+    if b != "1":
+        reps = list(zip(x["batched_rep_probe_gb_per_s"][b], x["batched_rep_pct_of_ceiling"][b]))
+        return (x["batched_decode_tokens_per_s"][b], st.median(p for _, p in reps), reps)
     return (x["decode_tokens_per_s"], x["decode_pct_of_rep_ceilings"],
             list(zip(x["decode_rep_probe_gb_per_s"], x["decode_rep_pct_of_ceiling"])))
 def pcts(runs, keep):  # no split: each run's median; split: every rep at its own probe's level
     return [x[1] for x in runs] if split <= 0 else [pct for x in runs for probe, pct in x[2] if keep(probe)]
 def fmt(v): return f"{st.median(v):.1f} ({len(v)} {'runs' if split <= 0 else 'reps'})" if v else "-"
 levels = [("", lambda p: True)] if split <= 0 else [(f" <{split:g} GB/s", lambda p: p < split), (f" >={split:g} GB/s", lambda p: p >= split)]
-head = "| type | B/A tokens/s, paired: median (range) |" + "".join(f" A %{n} | B %{n} |" for n, _ in levels) + " llama.cpp tokens/s |"
+head = "| type (batch) | B/A tokens/s, paired: median (range) |" + "".join(f" A %{n} | B %{n} |" for n, _ in levels) + " llama.cpp tokens/s |"
 print(head); print("|" + " --- |" * (head.count("|") - 1))
-for t in types:
-    a = [run(t, r, "A") for r in range(1, rounds + 1)]
-    b = [run(t, r, "B") for r in range(1, rounds + 1)]
+for t, bt in [(t, bt) for t in types for bt in ["1"] + [x for x in batches.split(",") if x]]:
+    a = [run(t, r, "A", bt) for r in range(1, rounds + 1)]
+    b = [run(t, r, "B", bt) for r in range(1, rounds + 1)]
     ratios = [y[0] / x[0] for x, y in zip(a, b)]
-    row = f"| {t} | {st.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |"
+    row = f"| {t} ({bt}) | {st.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |"
     for _, keep in levels:
         row += f" {fmt(pcts(a, keep))} | {fmt(pcts(b, keep))} |"
     try:
+        if bt != "1": raise KeyError(bt)
         ll = [json.load(open(f"{out}/{t}.{r}.llama.json"))[0]["avg_ts"] for r in range(1, rounds + 1)]
         row += f" {min(ll):.1f}-{max(ll):.1f} |"
     except (OSError, ValueError, KeyError, IndexError):

@@ -270,8 +270,10 @@ struct IsaRun {
   Speed prefill;
   std::map<int64_t, Speed> decode;   // by context (positions before the first timed token)
   std::map<int64_t, Speed> batched;  // by batch, at the first context
-  // --probe-each-rep: the bandwidth probe's best just before each decode rep (first context).
+  // --probe-each-rep: the bandwidth probe's best just before each decode rep (first context),
+  // and before each batched rep (by batch).
   std::vector<double> rep_probe_gbps;
+  std::map<int64_t, std::vector<double>> batched_rep_probe_gbps;
 };
 
 // What one `bench model` run measured, for the JSON and the table.
@@ -325,14 +327,15 @@ Result<ComputeAccuracy> accuracy_vs_fp32(LlamaModel& m, Backend& backend, const 
 }
 
 
-// --probe-each-rep: each decode rep (first context) as a % of the ceiling at its own probe.
-std::vector<double> rep_pcts(const BenchModelRun& r, const IsaRun& run, int64_t ctx) {
+// --probe-each-rep: each rep of a batch's decode (samples) as a % of the ceiling at its own
+// probe (probes).
+std::vector<double> rep_pcts(const BenchModelRun& r, const std::vector<double>& samples,
+                             const std::vector<double>& probes, int64_t batch) {
   std::vector<double> p;
-  const std::vector<double>& v = run.decode.at(ctx).samples;
-  for (size_t i = 0; i < v.size() && i < run.rep_probe_gbps.size(); ++i) {
+  for (size_t i = 0; i < samples.size() && i < probes.size(); ++i) {
     MachinePeaks at = r.peaks;
-    at.bandwidth_gb_per_s = run.rep_probe_gbps[i];
-    p.push_back(pct(v[i], decode_ceiling_tokens_per_s(r.cost, at, 1)));
+    at.bandwidth_gb_per_s = probes[i];
+    p.push_back(pct(samples[i], decode_ceiling_tokens_per_s(r.cost, at, batch)));
   }
   return p;
 }
@@ -359,7 +362,7 @@ Json run_json(const BenchModelFlags& f, const BenchModelRun& r, const IsaRun& ru
   j["decode_ceiling_tokens_per_s"] = number_or_null(decode_ceiling);
   j["decode_pct_of_ceiling"] = number_or_null(pct(decode.median, decode_ceiling));
   if (!run.rep_probe_gbps.empty()) {
-    const std::vector<double> p = rep_pcts(r, run, f.contexts.front());
+    const std::vector<double> p = rep_pcts(r, run.decode.at(f.contexts.front()).samples, run.rep_probe_gbps, 1);
     j["decode_rep_probe_gb_per_s"] = run.rep_probe_gbps;
     j["decode_rep_pct_of_ceiling"] = p;
     j["decode_pct_of_rep_ceilings"] = median(p);
@@ -376,6 +379,15 @@ Json run_json(const BenchModelFlags& f, const BenchModelRun& r, const IsaRun& ru
       {"decode_tokens_per_s", decode.samples},
       {"decode_at_context_tokens_per_s", speeds_json(run.decode, [](int64_t, const Speed& s) { return s.samples; })},
       {"batched_decode_tokens_per_s", speeds_json(run.batched, [](int64_t, const Speed& s) { return s.samples; })}};
+  if (!run.batched_rep_probe_gbps.empty()) {  // batch > 1 with --probe-each-rep
+    Json probes = Json::object(), pcts = Json::object();
+    for (const auto& [b, v] : run.batched_rep_probe_gbps) {
+      probes[std::to_string(b)] = v;
+      pcts[std::to_string(b)] = rep_pcts(r, run.batched.at(b).samples, v, b);
+    }
+    j["batched_rep_probe_gb_per_s"] = probes;
+    j["batched_rep_pct_of_ceiling"] = pcts;
+  }
   return j;
 }
 
@@ -473,7 +485,7 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
       row("decode " + std::to_string(f.gen) + " @ " + std::to_string(ctx) + " (batch 1)", run.decode.at(ctx).median,
           decode_ceiling);
       if (ctx == f.contexts.front() && !run.rep_probe_gbps.empty()) {  // --probe-each-rep
-        const std::vector<double> p = rep_pcts(r, run, ctx);
+        const std::vector<double> p = rep_pcts(r, run.decode.at(ctx).samples, run.rep_probe_gbps, 1);
         std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
         std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(run.rep_probe_gbps, "%.1f").c_str(),
                     join_numbers(p, "%.1f").c_str());
@@ -483,6 +495,12 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
       if (b == 1) continue;
       row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
           decode_ceiling_tokens_per_s(r.cost, r.peaks, b));
+      if (const auto it = run.batched_rep_probe_gbps.find(b); it != run.batched_rep_probe_gbps.end()) {
+        const std::vector<double> p = rep_pcts(r, s.samples, it->second, b);
+        std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
+        std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(it->second, "%.1f").c_str(),
+                    join_numbers(p, "%.1f").c_str());
+      }
     }
   }
 }
@@ -536,9 +554,14 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
     }
     progress("batched decode: %lld sequences x %lld steps", static_cast<long long>(b), static_cast<long long>(f.batch_gen));
     const std::string what = "batch " + std::to_string(b);
-    TH_ASSIGN_OR_RETURN(run.batched[b], repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(), [&] {
-                          return time_decode(m, backend, b, ctx, f.batch_gen, f.seed, type, kv);
-                        }));
+    TH_ASSIGN_OR_RETURN(run.batched[b], repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(),
+                                               [&]() -> Result<double> {
+                                                 if (f.probe_each_rep) {
+                                                   TH_ASSIGN_OR_RETURN(cpu::BandwidthResult bw, probe_bandwidth(f, gpu));
+                                                   run.batched_rep_probe_gbps[b].push_back(bw.read_gb_per_s.best);
+                                                 }
+                                                 return time_decode(m, backend, b, ctx, f.batch_gen, f.seed, type, kv);
+                                               }));
   }
   return run;
 }
@@ -632,8 +655,8 @@ BenchSubcommand add_bench_model(CLI::App& bench) {
   app->add_flag("--json", f->json, "one JSON object on stdout instead of the table");
   CLI::Option* each = app->add_flag(
       "--probe-each-rep", f->probe_each_rep,
-      "also a bandwidth probe just before each batch-1 decode rep (first context), and the decode % against each "
-      "rep's own probe (median): the bandwidth of a shared VM moves between minutes");
+      "also a bandwidth probe just before each decode rep (batch 1: first context; and each batched rep), and "
+      "each rep's % of the ceiling at its own probe: the bandwidth of a shared VM moves between minutes");
   app->add_flag("--no-probe", f->no_probe, "do not measure the machine (ceilings only from the flags below)")
       ->excludes(each);
   app->add_option("--bandwidth-gbps", f->bandwidth_gbps, "memory bandwidth in GB/s instead of measuring it")

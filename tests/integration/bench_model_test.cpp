@@ -146,35 +146,44 @@ TEST(BenchModelCli, JsonOnAFloatModelHasEveryFieldAndConsistentCeilings) {
             j["probes"]["bandwidth"]["read_median_gb_per_s"].get<double>());
 }
 
-// --probe-each-rep: a probe before each decode rep, and each rep's % of the ceiling at its own
-// probe (the main figures stay against the one probe at the start).
+// --probe-each-rep: a probe before each decode rep (batch 1 and the batched runs), and each
+// rep's % of the ceiling at its own probe (the main figures stay against the one probe at the
+// start).
 TEST(BenchModelCli, ProbeEachRepReportsEachRepAgainstItsOwnProbe) {
-  const Json j = run_json(bench_args(stories(), {"--batch", "1", "--json", "--probe-each-rep"}));
+  const Json j = run_json(bench_args(stories(), {"--batch", "1,2", "--json", "--probe-each-rep"}));
   ASSERT_TRUE(j.is_object());
-  expect_consistent(j, {1}, 2);
-  const double per_token = j["model"]["weight_bytes_per_token"].get<double>();
+  expect_consistent(j, {1, 2}, 2);
+  const Json& model = j["model"];
+  const double matrix = model["matrix_bytes"].get<double>(), lookup = model["lookup_bytes_per_token"].get<double>();
   const Json& run = j["runs"][0];
-  const Json& probes = run["decode_rep_probe_gb_per_s"];
-  const Json& pcts = run["decode_rep_pct_of_ceiling"];
-  const Json& samples = run["samples"]["decode_tokens_per_s"];
-  ASSERT_EQ(probes.size(), 2u) << run.dump();
-  ASSERT_EQ(pcts.size(), 2u);
-  ASSERT_EQ(samples.size(), 2u);
   const double int8 = j["int8_peak_gops"].get<double>(), fp32 = j["fp32_peak_gflops"].get<double>();
-  const double flops = j["model"]["fp32_flops_per_token"].get<double>(), ops = j["model"]["int8_ops_per_token"].get<double>();
+  const double flops = model["fp32_flops_per_token"].get<double>(), ops = model["int8_ops_per_token"].get<double>();
   const double compute = 1.0 / (ops / (int8 * 1e9) + flops / (fp32 * 1e9));
-  std::vector<double> p;
-  for (size_t i = 0; i < 2; ++i) {
-    const double bw = probes[i].get<double>();
-    EXPECT_GT(bw, 0);
-    const double ceiling = std::min(bw * 1e9 / per_token, compute);
-    EXPECT_NEAR(pcts[i].get<double>(), 100.0 * samples[i].get<double>() / ceiling, 1e-9 * pcts[i].get<double>());
-    p.push_back(pcts[i].get<double>());
-  }
-  EXPECT_NEAR(run["decode_pct_of_rep_ceilings"].get<double>(), 0.5 * (p[0] + p[1]), 1e-9 * p[0]);  // the median
+  // Each rep's % against the ceiling of a batch of b at its own probe; returns their median.
+  auto check = [&](const Json& probes, const Json& pcts, const Json& samples, int b) {
+    EXPECT_EQ(probes.size(), 2u) << run.dump();
+    EXPECT_EQ(pcts.size(), 2u);
+    EXPECT_EQ(samples.size(), 2u);
+    std::vector<double> p;
+    for (size_t i = 0; i < 2 && i < probes.size() && i < pcts.size() && i < samples.size(); ++i) {
+      const double bw = probes[i].get<double>();
+      EXPECT_GT(bw, 0);
+      const double ceiling = std::min(b * bw * 1e9 / (matrix + b * lookup), compute);
+      EXPECT_NEAR(pcts[i].get<double>(), 100.0 * samples[i].get<double>() / ceiling, 1e-9 * pcts[i].get<double>());
+      p.push_back(pcts[i].get<double>());
+    }
+    return p.size() == 2 ? 0.5 * (p[0] + p[1]) : 0.0;
+  };
+  const double m1 = check(run["decode_rep_probe_gb_per_s"], run["decode_rep_pct_of_ceiling"],
+                          run["samples"]["decode_tokens_per_s"], 1);
+  EXPECT_NEAR(run["decode_pct_of_rep_ceilings"].get<double>(), m1, 1e-9 * m1);  // the median
+  check(run["batched_rep_probe_gb_per_s"]["2"], run["batched_rep_pct_of_ceiling"]["2"],
+        run["samples"]["batched_decode_tokens_per_s"]["2"], 2);
+  EXPECT_FALSE(run["batched_rep_probe_gb_per_s"].contains("1"));  // batch 1 is the decode run's
   // Without the flag, no such fields.
   const Json k = run_json(bench_args(stories(), {"--batch", "1", "--json", "--no-probe", "--bandwidth-gbps", "10"}));
   EXPECT_FALSE(k["runs"][0].contains("decode_rep_probe_gb_per_s"));
+  EXPECT_FALSE(k["runs"][0].contains("batched_rep_probe_gb_per_s"));
 }
 
 TEST(BenchModelCli, JsonOnAQuantizedSyntheticModelCountsIntegerWork) {

@@ -71,10 +71,9 @@ for t, bt in [(t, bt) for t in types for bt in ["1"] + [x for x in batches.split
     row = f"| {t} ({bt}) | {st.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |"
     for _, keep in levels:
         row += f" {fmt(pcts(a, keep))} | {fmt(pcts(b, keep))} |"
-    try:
-        if bt != "1": raise KeyError(bt)
-        ll = [json.load(open(f"{out}/{t}.{r}.llama.json"))[0]["avg_ts"] for r in range(1, rounds + 1)]
-        row += f" {min(ll):.1f}-{max(ll):.1f} |"
+    try:  # llama-bench ran batch 1 only
+        ll = [json.load(open(f"{out}/{t}.{r}.llama.json"))[0]["avg_ts"] for r in range(1, rounds + 1)] if bt == "1" else []
+        row += f" {min(ll):.1f}-{max(ll):.1f} |" if ll else " |"
     except (OSError, ValueError, KeyError, IndexError):
         row += " |"
     print(row)

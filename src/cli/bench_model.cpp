@@ -450,6 +450,13 @@ std::string or_dash(double v, const char* fmt) {
   return buf;
 }
 
+// --probe-each-rep's lines under a decode row: the median of its reps' % (rep_pcts), and each
+// rep's probe and %.
+void print_rep_pcts(const std::vector<double>& probes, const std::vector<double>& p) {
+  std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
+  std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(probes, "%.1f").c_str(), join_numbers(p, "%.1f").c_str());
+}
+
 void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
   const double prefill_ceiling = compute_ceiling_tokens_per_s(r.cost, r.peaks);
   const double decode_ceiling = decode_ceiling_tokens_per_s(r.cost, r.peaks, 1);
@@ -484,23 +491,15 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
     for (int64_t ctx : f.contexts) {
       row("decode " + std::to_string(f.gen) + " @ " + std::to_string(ctx) + " (batch 1)", run.decode.at(ctx).median,
           decode_ceiling);
-      if (ctx == f.contexts.front() && !run.rep_probe_gbps.empty()) {  // --probe-each-rep
-        const std::vector<double> p = rep_pcts(r, run.decode.at(ctx).samples, run.rep_probe_gbps, 1);
-        std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
-        std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(run.rep_probe_gbps, "%.1f").c_str(),
-                    join_numbers(p, "%.1f").c_str());
-      }
+      if (ctx == f.contexts.front() && !run.rep_probe_gbps.empty())  // --probe-each-rep
+        print_rep_pcts(run.rep_probe_gbps, rep_pcts(r, run.decode.at(ctx).samples, run.rep_probe_gbps, 1));
     }
     for (const auto& [b, s] : run.batched) {
       if (b == 1) continue;
       row("decode batch " + std::to_string(b) + " x " + std::to_string(f.batch_gen), s.median,
           decode_ceiling_tokens_per_s(r.cost, r.peaks, b));
-      if (const auto it = run.batched_rep_probe_gbps.find(b); it != run.batched_rep_probe_gbps.end()) {
-        const std::vector<double> p = rep_pcts(r, s.samples, it->second, b);
-        std::printf("%-28s %12s %12s %8.1f\n", "  vs a probe before each rep", "", "", median(p));
-        std::printf("  (probes %s GB/s; reps %s%%)\n", join_numbers(it->second, "%.1f").c_str(),
-                    join_numbers(p, "%.1f").c_str());
-      }
+      if (const auto it = run.batched_rep_probe_gbps.find(b); it != run.batched_rep_probe_gbps.end())
+        print_rep_pcts(it->second, rep_pcts(r, s.samples, it->second, b));
     }
   }
 }
@@ -530,6 +529,13 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
   const DType kv = kv_type_of(f);
   TH_RETURN_IF_ERROR(time_decode(m, backend, 1, 1, 1, f.seed, type, kv).status());
 
+  // --probe-each-rep: the bandwidth probe's best just before a rep, onto its run's list.
+  auto probe_before_rep = [&](std::vector<double>& probes) -> Status {
+    TH_ASSIGN_OR_RETURN(cpu::BandwidthResult bw, probe_bandwidth(f, gpu));
+    probes.push_back(bw.read_gb_per_s.best);
+    progress("bandwidth probe before the rep: %.1f GB/s", bw.read_gb_per_s.best);
+    return ok_status();
+  };
   progress("prefill: %lld tokens in chunks of %lld", static_cast<long long>(f.prompt), static_cast<long long>(f.ubatch));
   TH_ASSIGN_OR_RETURN(run.prefill, repeat(f.reps, static_cast<double>(f.prompt), "prefill", [&] {
                         return time_prefill(m, backend, f.prompt, f.ubatch, f.seed, type, kv);
@@ -538,11 +544,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
     progress("decode: %lld tokens, batch 1, after %lld", static_cast<long long>(f.gen), static_cast<long long>(ctx));
     const bool each = f.probe_each_rep && ctx == f.contexts.front();
     TH_ASSIGN_OR_RETURN(run.decode[ctx], repeat(f.reps, static_cast<double>(f.gen), "decode", [&]() -> Result<double> {
-                          if (each) {
-                            TH_ASSIGN_OR_RETURN(cpu::BandwidthResult bw, probe_bandwidth(f, gpu));
-                            run.rep_probe_gbps.push_back(bw.read_gb_per_s.best);
-                            progress("bandwidth probe before the rep: %.1f GB/s", bw.read_gb_per_s.best);
-                          }
+                          if (each) TH_RETURN_IF_ERROR(probe_before_rep(run.rep_probe_gbps));
                           return time_decode(m, backend, 1, ctx, f.gen, f.seed, type, kv);
                         }));
   }
@@ -556,10 +558,8 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
     const std::string what = "batch " + std::to_string(b);
     TH_ASSIGN_OR_RETURN(run.batched[b], repeat(f.reps, static_cast<double>(b * f.batch_gen), what.c_str(),
                                                [&]() -> Result<double> {
-                                                 if (f.probe_each_rep) {
-                                                   TH_ASSIGN_OR_RETURN(cpu::BandwidthResult bw, probe_bandwidth(f, gpu));
-                                                   run.batched_rep_probe_gbps[b].push_back(bw.read_gb_per_s.best);
-                                                 }
+                                                 if (f.probe_each_rep)
+                                                   TH_RETURN_IF_ERROR(probe_before_rep(run.batched_rep_probe_gbps[b]));
                                                  return time_decode(m, backend, b, ctx, f.batch_gen, f.seed, type, kv);
                                                }));
   }

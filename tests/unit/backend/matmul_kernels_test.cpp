@@ -282,7 +282,7 @@ TEST_P(MatmulKernelTest, PreparedPathMatchesGemm) {
   std::mt19937 rng(11);
   for (int64_t rows : {1, 9, 70}) {
     for (int64_t cols : {32, 96, 160, 544, 2048 + 96}) {
-      for (int64_t n_tokens : {1, 5, 8, 9, 32, 75}) {
+      for (int64_t n_tokens : {1, 3, 5, 8, 9, 32, 75}) {
         SCOPED_TRACE(testing::Message() << "rows " << rows << " cols " << cols << " tokens " << n_tokens);
         const Problem p(k, rows, cols, n_tokens, rng);
         const size_t prb = k.prepared_row_bytes(cols) + 96;

@@ -409,7 +409,7 @@ TEST_P(MatmulKQuant, PackedPathMatchesReference) {
       const int64_t r0 = rows == 69 ? 1 : 2;  // only [r0, r0 + rows) is packed: the rest is junk
       std::fill(packed.begin(), packed.end(), 0xEE);
       if (k->pack_rows) k->pack_rows(w.bytes.data(), w.stride, cols, r0, r0 + rows, packed.data(), packed_stride);
-      for (int64_t n : {1, 5, 8, 9, 32, 75}) {
+      for (int64_t n : {1, 3, 5, 8, 9, 32, 75}) {
         const int64_t y_stride = max_rows + 3;
         const std::string what = std::string(dtype_name(GetParam().type)) + " rows [" + std::to_string(r0) + ", " +
                                  std::to_string(r0 + rows) + ") cols " + std::to_string(cols) + " tokens " +

@@ -331,7 +331,10 @@ void gemm_few_rows(const uint8_t* w, size_t w_row_bytes, int64_t nb, int64_t r0,
 //   in L1: 8 x 16 groups x 192 bytes = 24 KiB for 4-block groups of q4_0), rows in panels of kRowPanel (the panel's chunk,
 //   64 x 1.1 KiB for q4_0, stays in L2 while every token tile of the panel passes over it),
 //   and kR x kT tiles inside. Measured on 2048 x 2048 q4_0, 128 tokens: chunks of 32 groups
-//   and of 8 are 5-15% slower than 16.
+//   and of 8 are 5-15% slower than 16. AVX-512 runs 4 x 4 tiles (a row's registers serve 4
+//   tokens, a token's group 4 rows) where AVX2 runs 1 x 8: 1.1B prefill of 512 on the Zen 5
+//   VM, paired against 1 x 8, q4_0 0.98-1.18 (median 1.09), q8_0 1.07-1.12, IQ4_NL 1.02-1.09
+//   (BENCHMARKS "Session 30").
 template <class G, int kR, int kT, int kR1>
 void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1,
                           const uint8_t* prepared, size_t prepared_bytes, int64_t n_tokens, float* y,
@@ -350,7 +353,10 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
     return kSplit<G> ? w + r * w_row_bytes + ng_full * image_bytes<G>() + g * side_bytes<G>() : image(r, g);
   };
 
-  if (n_tokens <= kT) {
+  // AVX-512 takes up to 8 tokens here whatever its panel tiles' kT (gemm_few_rows: 5-8).
+  constexpr int64_t kFewMax = G::V::kLanes == 16 ? kFewRowsFrom - 1 + kFewPass : kT;
+  static_assert(G::V::kLanes != 16 || kT >= kFewRowsFrom - 1, "a row at a time takes up to 4 tokens there");
+  if (n_tokens <= kFewMax || n_tokens <= kT) {
     // Up to one tile of tokens (decode, small batches): stream each row once, scales from
     // the table, no pass over the rows' scales beforehand (that pass and the tiles would
     // not overlap: 2 tokens cost 1.85x one token that way, from DRAM).

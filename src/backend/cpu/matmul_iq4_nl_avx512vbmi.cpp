@@ -6,6 +6,6 @@
 namespace th::cpu {
 
 extern constinit const MatmulKernel kMatmulIQ4_NLAvx512Vbmi =
-    group_kernel<Group8<IQ4_NLGroup<true, true>>, 1, 8, 1>(DType::IQ4_NL, Isa::Avx512, convert_act_q8_0_avx512);
+    group_kernel<Group8<IQ4_NLGroup<true, true>>, 4, 4, 1>(DType::IQ4_NL, Isa::Avx512, convert_act_q8_0_avx512);
 
 }  // namespace th::cpu

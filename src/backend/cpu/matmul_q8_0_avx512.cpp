@@ -5,6 +5,6 @@
 namespace th::cpu {
 
 extern constinit const MatmulKernel kMatmulQ8_0Avx512 =
-    group_kernel<Group8<Q8_0Group<true>>, 1, 8, 1>(DType::Q8_0, Isa::Avx512, convert_act_q8_0_avx512);
+    group_kernel<Group8<Q8_0Group<true>>, 4, 4, 1>(DType::Q8_0, Isa::Avx512, convert_act_q8_0_avx512);
 
 }  // namespace th::cpu

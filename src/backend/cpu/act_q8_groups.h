@@ -295,7 +295,6 @@ struct TailRows {
 // alternated rounds, BENCHMARKS "Session 30"): q4_0 1.32, IQ4_NL 1.31, q8_0 1.39. At 4
 // tokens (one pass) it lost 6-8% (four row streams read memory worse than one, and there the
 // loads weigh less), and 2 rows x 8 tokens in one pass gained only 8-9% at 8.
-constexpr int kFewRows = 4, kFewPass = 4, kFewRowsFrom = 5;
 template <class G>
 void gemm_few_rows(const uint8_t* w, size_t w_row_bytes, int64_t nb, int64_t r0, int64_t r1, const PreparedAct<G>& a,
                    int nt, const float* f16, float* y, int64_t y_stride) {
@@ -354,9 +353,9 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
   };
 
   // AVX-512 takes up to 8 tokens here whatever its panel tiles' kT (gemm_few_rows: 5-8).
-  constexpr int64_t kFewMax = G::V::kLanes == 16 ? kFewRowsFrom - 1 + kFewPass : kT;
+  constexpr int64_t kFewMax = G::V::kLanes == 16 && kT < kFewRowsFrom - 1 + kFewPass ? kFewRowsFrom - 1 + kFewPass : kT;
   static_assert(G::V::kLanes != 16 || kT >= kFewRowsFrom - 1, "a row at a time takes up to 4 tokens there");
-  if (n_tokens <= kFewMax || n_tokens <= kT) {
+  if (n_tokens <= kFewMax) {
     // Up to one tile of tokens (decode, small batches): stream each row once, scales from
     // the table, no pass over the rows' scales beforehand (that pass and the tiles would
     // not overlap: 2 tokens cost 1.85x one token that way, from DRAM).

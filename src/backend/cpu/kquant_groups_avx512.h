@@ -330,13 +330,12 @@ struct KqTiles {
 };
 
 // gemm_packed: up to kT tokens, each row streamed once with its scales decoded inline (kR1
-// rows at a time; from kKqFewRowsFrom tokens 4 rows at a time in passes of up to 4 tokens, as
+// rows at a time; from kFewRowsFrom tokens 4 rows at a time in passes of up to 4 tokens, as
 // act_q8_groups.h's gemm_few_rows: 1.1B decode at batch 8 on the Zen 5 VM, paired, q2_K
 // 1.30x, q3_K 1.15x, IQ4_XS 1.34x, BENCHMARKS "Session 30"). More: tokens in panels whose prepared activations stay within 256 KiB
 // (L2), columns in chunks of 8 super-blocks (a tile's tokens' chunk, 8 x 3 KiB, stays in
 // L1), rows in panels of 64 whose lane scales are decoded once per chunk for every token
 // tile, then kR x kT tiles: act_q8_groups.h's gemm_groups_prepared without partial groups.
-constexpr int kKqFewRowsFrom = 5;
 template <class K, int kR, int kT, int kR1>
 void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                     size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
@@ -358,14 +357,14 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
   if (n_tokens <= kT) {
     static constexpr TileTable<KqTileFn, kR1, kT, KqTiles<K, true>> table;
     const int nt = static_cast<int>(n_tokens);
-    if (nt >= kKqFewRowsFrom) {  // 4 rows at a time in passes of up to 4 tokens
-      static constexpr TileTable<KqTileFn, 4, 4, KqTiles<K, true>> few;
-      for (int64_t r = r0; r < r1; r += 4) {
-        const int nr = static_cast<int>(min64(4, r1 - r));
-        for (int t0 = 0; t0 < nt; t0 += 4) {
-          few.fn[nr - 1][(nt - t0 < 4 ? nt - t0 : 4) - 1](image(r, 0), side(r, 0), w_row_bytes, nb,
-                                                         act + t0 * act_row_bytes, act_row_bytes, nullptr, 0,
-                                                         y + t0 * y_stride + r, y_stride, false);
+    if (nt >= kFewRowsFrom) {  // kFewRows rows at a time in passes of up to kFewPass tokens
+      static constexpr TileTable<KqTileFn, kFewRows, kFewPass, KqTiles<K, true>> few;
+      for (int64_t r = r0; r < r1; r += kFewRows) {
+        const int nr = static_cast<int>(min64(kFewRows, r1 - r));
+        for (int t0 = 0; t0 < nt; t0 += kFewPass) {
+          const int np = nt - t0 < kFewPass ? nt - t0 : kFewPass;
+          few.fn[nr - 1][np - 1](image(r, 0), side(r, 0), w_row_bytes, nb, act + t0 * act_row_bytes, act_row_bytes,
+                                 nullptr, 0, y + t0 * y_stride + r, y_stride, false);
         }
       }
       return;

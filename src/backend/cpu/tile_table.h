@@ -36,6 +36,11 @@ inline void prefetch_stream(const uint8_t* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kStreamPrefetchBytes), 0, 2);
 }
 
+/// 5-8 tokens on AVX-512 (kFewRowsFrom .. kFewRowsFrom - 1 + kFewPass): kFewRows rows at a time,
+/// in passes of up to kFewPass tokens (act_q8_groups.h's gemm_few_rows and
+/// kquant_groups_avx512.h's kq_gemm_packed, which say why).
+constexpr int kFewRows = 4, kFewPass = 4, kFewRowsFrom = 5;
+
 /// Asks for the lines of [p, p + bytes) kStreamPrefetchBytes ahead (prefetch_stream each): at a
 /// row's start, the part of a split packed row (its side records and padding) that the images'
 /// own prefetch, a group at a time, steps over.

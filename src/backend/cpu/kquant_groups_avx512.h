@@ -114,11 +114,17 @@ inline int two_bits_at(const uint8_t* q, int e) { return (q[32 * (e / 128) + e %
 // s[1] = dmin * m, aux = d_a times each lane's 16-element sum (f32):
 //   acc += dot * s[0] * d_a - s[1] * aux.
 struct LaneMins {
-  template <class Regs, int N>
-  static __m512 step(const Regs& regs, const __m512 (&s)[N], const uint8_t* a, __m512 acc) {
-    const __m512i dot = dot_lanes(regs, a, _mm512_setzero_si512());
+  // step = finish(dot_lanes(regs, a, dot_start(a)), s, a, acc); the panel tiles share a
+  // token's activation loads between rows, so they run the three apart.
+  static __m512i dot_start(const uint8_t*) { return _mm512_setzero_si512(); }
+  template <int N>
+  static __m512 finish(__m512i dot, const __m512 (&s)[N], const uint8_t* a, __m512 acc) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
     return _mm512_fnmadd_ps(s[1], _mm512_loadu_ps(reinterpret_cast<const float*>(a + kAuxOffset)), acc);
+  }
+  template <class Regs, int N>
+  static __m512 step(const Regs& regs, const __m512 (&s)[N], const uint8_t* a, __m512 acc) {
+    return finish(dot_lanes(regs, a, dot_start(a)), s, a, acc);
   }
   static void aux(const uint8_t* blk, uint8_t* out) {
     float da;
@@ -133,10 +139,14 @@ struct LaneMins {
 // (int32); lane scales s[0] = d * scale: acc += dot * s[0] * d_a.
 template <int kLog2>
 struct LaneOffset {
+  static __m512i dot_start(const uint8_t* a) { return _mm512_loadu_si512(a + kAuxOffset); }
+  template <int N>
+  static __m512 finish(__m512i dot, const __m512 (&s)[N], const uint8_t* a, __m512 acc) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
+  }
   template <class Regs, int N>
   static __m512 step(const Regs& regs, const __m512 (&s)[N], const uint8_t* a, __m512 acc) {
-    const __m512i dot = dot_lanes(regs, a, _mm512_loadu_si512(a + kAuxOffset));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[0], load_da(a)), acc);
+    return finish(dot_lanes(regs, a, dot_start(a)), s, a, acc);
   }
   static void aux(const uint8_t* blk, uint8_t* out) {
     const __m512i bs = _mm512_cvtepi16_epi32(
@@ -285,12 +295,42 @@ template <class K, int R, int T, bool kInline>
     for (int r = 0; r < R; ++r) prefetch_span_ahead(side + r * w_row_bytes, rest);
   }
   for (int64_t b = 0; b < nsb; ++b) {
+    if constexpr (!kInline) {
+      // A panel tile: the R rows' registers first, then each of a token's four activation
+      // vectors is loaded once for all R rows (per row and token, 4 / R loads where a row at a
+      // time took 4), the lane scales from sc.
+      typename K::Regs regs[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) regs[r] = K::load(w + r * w_row_bytes + b * kImg);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* a = act + t * act_stride + b * kKActBytes;
+        const __m512i start = K::dot_start(a);
+        __m512i dot[R];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) dot[r] = start;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m512i x = kept(_mm512_loadu_si512(a + 64 * k));
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) dot[r] = _mm512_dpbusd_epi32(dot[r], regs[r].w[k], x);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          __m512 s[K::kScVecs];
+#pragma GCC unroll 2
+          for (int i = 0; i < K::kScVecs; ++i) s[i] = _mm512_load_ps(sc + r * sc_stride + b * kScFloats + 16 * i);
+          acc[r][t] = K::finish(dot[r], s, a, acc[r][t]);
+        }
+      }
+      continue;
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const uint8_t* g = w + r * w_row_bytes + b * kImg;
       const typename K::Regs regs = K::load(g);
       __m512 s[K::kScVecs];
-      if constexpr (kInline) {
+      {
         // A few tokens stream the row from DRAM: its lines kStreamPrefetchBytes ahead.
 #pragma GCC unroll 4
         for (int line = 0; line < (kImg + 63) / 64; ++line)
@@ -299,9 +339,6 @@ template <class K, int R, int T, bool kInline>
           K::lane_scales(side + r * w_row_bytes + b * kSide, s);
         else
           K::lane_scales(g, s);
-      } else {
-#pragma GCC unroll 2
-        for (int i = 0; i < K::kScVecs; ++i) s[i] = _mm512_load_ps(sc + r * sc_stride + b * kScFloats + 16 * i);
       }
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) acc[r][t] = K::step(regs, s, act + t * act_stride + b * kKActBytes, acc[r][t]);
@@ -329,13 +366,14 @@ struct KqTiles {
   }
 };
 
-// gemm_packed: up to kT tokens, each row streamed once with its scales decoded inline (kR1
-// rows at a time; from kFewRowsFrom tokens 4 rows at a time in passes of up to 4 tokens, as
-// act_q8_groups.h's gemm_few_rows: 1.1B decode at batch 8 on the Zen 5 VM, paired, q2_K
-// 1.30x, q3_K 1.15x, IQ4_XS 1.34x, BENCHMARKS "Session 30"). More: tokens in panels whose prepared activations stay within 256 KiB
-// (L2), columns in chunks of 8 super-blocks (a tile's tokens' chunk, 8 x 3 KiB, stays in
-// L1), rows in panels of 64 whose lane scales are decoded once per chunk for every token
-// tile, then kR x kT tiles: act_q8_groups.h's gemm_groups_prepared without partial groups.
+// gemm_packed: up to kFewMax (8) tokens, each row streamed once with its scales decoded inline
+// (kR1 rows at a time; from kFewRowsFrom tokens 4 rows at a time in passes of up to 4 tokens,
+// as act_q8_groups.h's gemm_few_rows: 1.1B decode at batch 8 on the Zen 5 VM, paired, q2_K
+// 1.30x, q3_K 1.15x, IQ4_XS 1.34x, BENCHMARKS "Session 30"). More: tokens in panels whose
+// prepared activations stay within 256 KiB (L2), columns in chunks of 8 super-blocks (a
+// tile's tokens' chunk, 8 x 3 KiB, stays in L1), rows in panels of 64 whose lane scales are
+// decoded once per chunk for every token tile, then kR x kT tiles (kq_tile's panel form):
+// act_q8_groups.h's gemm_groups_prepared without partial groups.
 template <class K, int kR, int kT, int kR1>
 void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t r0, int64_t r1, const uint8_t* act,
                     size_t act_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
@@ -354,7 +392,10 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
       return;
     }
   }
-  if (n_tokens <= kT) {
+  // Up to 8 tokens (kFewMax) stream each row once, whatever the panel tile's kT.
+  static_assert(kT >= kFewRowsFrom - 1, "the one-row table covers the tokens below kFewRowsFrom");
+  constexpr int64_t kFewMax = kT > kFewRowsFrom - 1 + kFewPass ? kT : kFewRowsFrom - 1 + kFewPass;
+  if (n_tokens <= kFewMax) {
     static constexpr TileTable<KqTileFn, kR1, kT, KqTiles<K, true>> table;
     const int nt = static_cast<int>(n_tokens);
     if (nt >= kFewRowsFrom) {  // kFewRows rows at a time in passes of up to kFewPass tokens
@@ -411,8 +452,7 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
 
 // A kernel on the file's layout (whose gemm_prepared runs its gemm on the prepared rows'
 // Q8_K part, gemm_on_q8k_part) with K's groups added: their prepare hooks, pack_rows and
-// the packed gemm (kR x kT tiles for batches, up to kT tokens kR1 rows at a time with inline
-// scales). What each with_*_groups_avx512 (act_q8k.h) returns.
+// the packed gemm (kR x kT tiles for batches, up to 8 tokens streamed with inline scales). What each with_*_groups_avx512 (act_q8k.h) returns.
 template <class K, int kR, int kT, int kR1>
 MatmulKernel with_kq_groups(MatmulKernel k) {
   k.prepared_row_bytes = kq_prepared_row_bytes<K>;

@@ -95,8 +95,9 @@ struct Q6KGroup : LaneOffset<5> {  // levels + 32
   }
 };
 
-// kR x kT tiles for batches; up to kT tokens run kR1 rows at a time with inline scales.
-constexpr int kR = 1, kT = 8, kR1 = 1;
+// kR x kT panel tiles for batches (2 rows share each token's activation loads: kq_tile); up to 4
+// tokens run kR1 rows at a time with inline scales, 5-8 four rows at a time (kq_gemm_packed).
+constexpr int kR = 2, kT = 8, kR1 = 1;
 
 }  // namespace
 }  // namespace th::cpu

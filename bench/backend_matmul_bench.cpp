@@ -85,9 +85,11 @@ const bool registered = [] {
       for (int64_t n : {1, 8, 32})
         for (int threads : {1, 2}) add(t, s, n, threads, false);
   // q6_K, the output matrix of the low-bit files: one token, in cache (256 x 2048) and the
-  // output's own shape (54 MB: from memory).
+  // output's own shape (54 MB: from memory); and a prefill's 32 tokens (its panel tiles).
   for (int s : {1, 4})
     for (int threads : {1, 2}) add(DType::Q6_K, shapes[s], 1, threads, false);
+  for (int s : {0, 4})
+    for (int threads : {1, 2}) add(DType::Q6_K, shapes[s], 32, threads, false);
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS})
     for (int s : {0, 2})  // 2048 x 2048, 5632 x 2048
       for (int threads : {1, 2}) add(t, shapes[s], 1, threads, true);

@@ -329,17 +329,15 @@ template <class K, int R, int T, bool kInline>
     for (int r = 0; r < R; ++r) {
       const uint8_t* g = w + r * w_row_bytes + b * kImg;
       const typename K::Regs regs = K::load(g);
-      __m512 s[K::kScVecs];
-      {
-        // A few tokens stream the row from DRAM: its lines kStreamPrefetchBytes ahead.
+      // A few tokens stream the row from DRAM: its lines kStreamPrefetchBytes ahead.
 #pragma GCC unroll 4
-        for (int line = 0; line < (kImg + 63) / 64; ++line)
-          prefetch_stream(g + 64 * line);
-        if constexpr (kSide > 0)
-          K::lane_scales(side + r * w_row_bytes + b * kSide, s);
-        else
-          K::lane_scales(g, s);
-      }
+      for (int line = 0; line < (kImg + 63) / 64; ++line)
+        prefetch_stream(g + 64 * line);
+      __m512 s[K::kScVecs];
+      if constexpr (kSide > 0)
+        K::lane_scales(side + r * w_row_bytes + b * kSide, s);
+      else
+        K::lane_scales(g, s);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) acc[r][t] = K::step(regs, s, act + t * act_stride + b * kKActBytes, acc[r][t]);
     }
@@ -452,7 +450,8 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
 
 // A kernel on the file's layout (whose gemm_prepared runs its gemm on the prepared rows'
 // Q8_K part, gemm_on_q8k_part) with K's groups added: their prepare hooks, pack_rows and
-// the packed gemm (kR x kT tiles for batches, up to 8 tokens streamed with inline scales). What each with_*_groups_avx512 (act_q8k.h) returns.
+// the packed gemm (kR x kT tiles for batches, up to 8 tokens streamed with inline scales).
+// What each with_*_groups_avx512 (act_q8k.h) returns.
 template <class K, int kR, int kT, int kR1>
 MatmulKernel with_kq_groups(MatmulKernel k) {
   k.prepared_row_bytes = kq_prepared_row_bytes<K>;

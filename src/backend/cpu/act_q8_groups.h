@@ -353,8 +353,7 @@ void gemm_groups_prepared(const uint8_t* w, size_t w_row_bytes, int64_t cols, in
   };
 
   // AVX-512 takes up to 8 tokens here whatever its panel tiles' kT (gemm_few_rows: 5-8).
-  constexpr int64_t kFewMax = G::V::kLanes == 16 && kT < kFewRowsFrom - 1 + kFewPass ? kFewRowsFrom - 1 + kFewPass : kT;
-  static_assert(G::V::kLanes != 16 || kT >= kFewRowsFrom - 1, "a row at a time takes up to 4 tokens there");
+  constexpr int64_t kFewMax = G::V::kLanes == 16 ? few_max_tokens<kT>() : kT;
   if (n_tokens <= kFewMax) {
     // Up to one tile of tokens (decode, small batches): stream each row once, scales from
     // the table, no pass over the rows' scales beforehand (that pass and the tiles would

@@ -391,8 +391,7 @@ void kq_gemm_packed(const uint8_t* w, size_t w_row_bytes, int64_t cols, int64_t 
     }
   }
   // Up to 8 tokens (kFewMax) stream each row once, whatever the panel tile's kT.
-  static_assert(kT >= kFewRowsFrom - 1, "the one-row table covers the tokens below kFewRowsFrom");
-  constexpr int64_t kFewMax = kT > kFewRowsFrom - 1 + kFewPass ? kT : kFewRowsFrom - 1 + kFewPass;
+  constexpr int64_t kFewMax = few_max_tokens<kT>();
   if (n_tokens <= kFewMax) {
     static constexpr TileTable<KqTileFn, kR1, kT, KqTiles<K, true>> table;
     const int nt = static_cast<int>(n_tokens);

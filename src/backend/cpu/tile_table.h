@@ -41,6 +41,15 @@ inline void prefetch_stream(const uint8_t* p) {
 /// kquant_groups_avx512.h's kq_gemm_packed, which say why).
 constexpr int kFewRows = 4, kFewPass = 4, kFewRowsFrom = 5;
 
+/// The most tokens an AVX-512 driver with panel tiles of kT tokens streams a row at a time
+/// (its few-token paths): 8, or kT if that is more. Below kFewRowsFrom, its one-row table
+/// (kT tokens wide) takes them.
+template <int kT>
+constexpr int64_t few_max_tokens() {
+  static_assert(kT >= kFewRowsFrom - 1, "the one-row table covers the tokens below kFewRowsFrom");
+  return kT > kFewRowsFrom - 1 + kFewPass ? kT : kFewRowsFrom - 1 + kFewPass;
+}
+
 /// Asks for the lines of [p, p + bytes) kStreamPrefetchBytes ahead (prefetch_stream each): at a
 /// row's start, the part of a split packed row (its side records and padding) that the images'
 /// own prefetch, a group at a time, steps over.

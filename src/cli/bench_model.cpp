@@ -266,6 +266,7 @@ struct IsaRun {
   cpu::Isa isa{};
   std::string backend_name;
   std::map<std::string, std::string> kernels;  // weight type -> the kernel the backend runs
+  std::string stream_prefetch;                  // the CPU tiles' weight-stream prefetch (l2 | nta), "" on a GPU
   size_t repacked_bytes = 0;                   // weights the backend repacked at load
   Speed prefill;
   std::map<int64_t, Speed> decode;   // by context (positions before the first timed token)
@@ -354,6 +355,7 @@ Json run_json(const BenchModelFlags& f, const BenchModelRun& r, const IsaRun& ru
   j["isa"] = cpu::isa_name(run.isa);
   j["backend"] = run.backend_name;
   j["kernels"] = run.kernels;
+  if (!run.stream_prefetch.empty()) j["weight_stream_prefetch"] = run.stream_prefetch;
   j["repacked_weight_bytes"] = run.repacked_bytes;
   j["prefill_tokens_per_s"] = run.prefill.median;
   j["prefill_ceiling_tokens_per_s"] = number_or_null(prefill_ceiling);
@@ -485,6 +487,7 @@ void print_table(const BenchModelFlags& f, const BenchModelRun& r) {
   for (const IsaRun& run : r.runs) {
     std::printf("\nisa %s, backend %s; kernels:", std::string(cpu::isa_name(run.isa)).c_str(), run.backend_name.c_str());
     for (const auto& [type, k] : run.kernels) std::printf(" [%s]", k.c_str());
+    if (!run.stream_prefetch.empty()) std::printf("; weight stream prefetch %s", run.stream_prefetch.c_str());
     std::printf("\n%-28s %12s %12s %8s\n", "test", "tokens/s", "ceiling", "%");
     row("prefill " + std::to_string(f.prompt) + " (ubatch " + std::to_string(f.ubatch) + ")", run.prefill.median,
         prefill_ceiling);
@@ -512,6 +515,7 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
   run.backend_name = std::string(backend.name());
   run.repacked_bytes = backend.prepared_weight_bytes();
   const bool gpu = on_gpu(run.backend_name);
+  if (!gpu) run.stream_prefetch = std::string(cpu::stream_prefetch_name(cpu::stream_prefetch()));
   for (const MatrixRead& mr : reads) {
     if (mr.lookup) continue;
     std::string& k = run.kernels[std::string(dtype_name(mr.type))];

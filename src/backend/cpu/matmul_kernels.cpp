@@ -3,6 +3,7 @@
 #include <cpuid.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -115,6 +116,43 @@ Isa best_isa() {
   }
   return isas.back();
 }
+
+std::string_view stream_prefetch_name(StreamPrefetch p) { return p == StreamPrefetch::Nta ? "nta" : "l2"; }
+
+StreamPrefetch default_stream_prefetch(bool amd, unsigned family) {
+  return amd && family >= 0x1a ? StreamPrefetch::Nta : StreamPrefetch::L2;
+}
+
+StreamPrefetch parse_stream_prefetch(const char* value, StreamPrefetch fallback, std::string* error) {
+  if (value == nullptr || *value == '\0') return fallback;
+  for (StreamPrefetch p : {StreamPrefetch::L2, StreamPrefetch::Nta})
+    if (stream_prefetch_name(p) == value) return p;
+  if (error)
+    *error = std::string("TOKENHIVE_STREAM_PREFETCH=") + value + ": not l2 or nta; using " +
+             std::string(stream_prefetch_name(fallback));
+  return fallback;
+}
+
+StreamPrefetch stream_prefetch() {
+  static const StreamPrefetch p = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    bool amd = false;
+    unsigned family = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d)) amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+      family = (a >> 8) & 0xf;
+      if (family == 0xf) family += (a >> 20) & 0xff;
+    }
+    std::string error;
+    const StreamPrefetch chosen =
+        parse_stream_prefetch(std::getenv("TOKENHIVE_STREAM_PREFETCH"), default_stream_prefetch(amd, family), &error);
+    if (!error.empty()) std::fprintf(stderr, "tokenhive: %s\n", error.c_str());
+    return chosen;
+  }();
+  return p;
+}
+
+extern const bool g_stream_prefetch_nta = stream_prefetch() == StreamPrefetch::Nta;
 
 // Q8_K-activation families (matmul_q2_k*.cpp, ..., matmul_q6_k*.cpp, matmul_iq4_xs*.cpp).
 MatmulKernel matmul_q2_k_generic();

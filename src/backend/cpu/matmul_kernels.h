@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +36,24 @@ bool has_avx512_vbmi();
 bool has_avx512_gfni();
 /// @brief The best ISA this CPU runs, or $TOKENHIVE_ISA (generic | avx2 | avx512) when set and available.
 Isa best_isa();
+
+/// How the few-token matmul tiles ask for the weight lines they stream once from memory,
+/// kStreamPrefetchBytes ahead (tile_table.h's prefetch_stream): into L2 (`prefetcht1`), or
+/// into L1 only (`prefetchnta`: the lines do not displace L2, nor go on to the L3 as L2's
+/// victims). Which is faster depends on the core (tile_table.h gives the figures).
+enum class StreamPrefetch { L2, Nta };
+std::string_view stream_prefetch_name(StreamPrefetch p);  // "l2" or "nta"
+/// @brief The choice for a CPU: Nta on AMD family 0x1A (Zen 5) and later, L2 elsewhere.
+StreamPrefetch default_stream_prefetch(bool amd, unsigned family);
+/// @brief `value` ("l2" or "nta") if given, else `fallback`; an unknown value gives fallback
+/// and sets *error to one line naming it.
+StreamPrefetch parse_stream_prefetch(const char* value, StreamPrefetch fallback, std::string* error);
+/// @brief This process's choice, made once: $TOKENHIVE_STREAM_PREFETCH (l2 | nta) when set
+/// (an unknown value is reported on stderr and ignored), else default_stream_prefetch for
+/// this CPU.
+StreamPrefetch stream_prefetch();
+/// stream_prefetch() == StreamPrefetch::Nta, set before main (the tiles read it per line).
+extern const bool g_stream_prefetch_nta;
 
 struct MatmulKernel {
   DType weight = DType::F32;

@@ -12,28 +12,41 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu/matmul_kernels.h"
+
 namespace th::cpu {
 namespace {
 
 /// How far ahead (bytes) the few-token tiles, which stream each weight row once from
-/// memory, ask for its lines, and into which cache: L2 (`prefetcht1`), 8 KiB ahead. A
-/// `prefetcht0` holds one of the core's few L1 miss buffers until its line arrives from
-/// memory, and those buffers, not memory, then bound a thread's stream; L2 tracks more misses
-/// and the loads find the lines 8 KiB later. Zen 4 VM (BENCHMARKS "Session 25"): the
-/// one-token matmuls from memory, one thread, q4_0 / IQ4_NL / IQ4_XS 516 / 428-432 / 403-440
-/// us -> 255 / 251 / 258 (prefetcht0 4 KiB -> prefetcht1 8 KiB; q2_K 157-167 -> 163), and the
-/// 1.1B decodes' share of 34-37 GB/s probes IQ4_NL 72 -> 87%, IQ4_XS 73 -> 87%, q4_0 66 ->
-/// 83%, q4_K 72 -> 90%, q8_0 78 -> 89% (q2_K and q3_K unchanged, 87-90%). Earlier: 1 KiB ->
-/// 4 KiB of prefetcht0 on a Sapphire Rapids VM (session 10) took q4_0 73 -> 80% of the
-/// bandwidth, q2_K 55 -> 65%.
+/// memory, ask for its lines, and with which prefetch (stream_prefetch(), matmul_kernels.h):
+///   - L2 (`prefetcht1`), the choice but on Zen 5. A `prefetcht0` holds one of the core's few
+///     L1 miss buffers until its line arrives from memory, and those buffers, not memory, then
+///     bound a thread's stream; L2 tracks more misses and the loads find the lines 8 KiB later.
+///     Zen 4 VM (BENCHMARKS "Session 25"): the one-token matmuls from memory, one thread, q4_0 /
+///     IQ4_NL / IQ4_XS 516 / 428-432 / 403-440 us -> 255 / 251 / 258 (prefetcht0 4 KiB ->
+///     prefetcht1 8 KiB; `prefetchnta` 4 KiB 500-619 / 362-437 / 350-393; q2_K 157-167 -> 163),
+///     and the 1.1B decodes' share of 34-37 GB/s probes IQ4_NL 72 -> 87%, IQ4_XS 73 -> 87%,
+///     q4_0 66 -> 83%, q4_K 72 -> 90%, q8_0 78 -> 89%. Earlier: 1 KiB -> 4 KiB of prefetcht0 on
+///     a Sapphire Rapids VM (session 10) took q4_0 73 -> 80% of the bandwidth, q2_K 55 -> 65%.
+///   - Nta (`prefetchnta`), on AMD family 0x1A (Zen 5) and later: the lines go to L1 only, so
+///     the stream neither evicts L2 nor sends L2's victims on to the L3. Zen 5 VM (BENCHMARKS
+///     "Session 32"), the 1.1B decodes on two threads against prefetcht1 8 KiB, 5 rounds
+///     paired: q2_K 1.15, q3_K 1.04, IQ4_NL 1.11, IQ4_XS 1.19, q4_0 1.06, q4_K 1.08, q6_K 1.10,
+///     q8_0 1.03; at 8 KiB it beat 2, 4, 12 and 16 KiB in a loop that only streams.
+///   TOKENHIVE_STREAM_PREFETCH=l2|nta overrides the choice (to measure it on another CPU).
 constexpr int kStreamPrefetchBytes = 8192;
 
-/// Asks for the line at p + kStreamPrefetchBytes (into L2, as above). The address is an
-/// integer's: past a matrix's last row, or a tile's small copy of its rows' last groups, it
-/// points at no object (a prefetch never faults), and pointer arithmetic there would be
-/// undefined (GCC's -Warray-bounds says so once a 4-row tile is inlined on such a copy).
+/// Asks for the line at p + kStreamPrefetchBytes (as above: one well-predicted branch on a
+/// flag set before main). The address is an integer's: past a matrix's last row, or a tile's
+/// small copy of its rows' last groups, it points at no object (a prefetch never faults), and
+/// pointer arithmetic there would be undefined (GCC's -Warray-bounds says so once a 4-row tile
+/// is inlined on such a copy).
 inline void prefetch_stream(const uint8_t* p) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kStreamPrefetchBytes), 0, 2);
+  const void* at = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kStreamPrefetchBytes);
+  if (g_stream_prefetch_nta)
+    __builtin_prefetch(at, 0, 0);
+  else
+    __builtin_prefetch(at, 0, 2);
 }
 
 /// 5-8 tokens on AVX-512 (kFewRowsFrom .. kFewRowsFrom - 1 + kFewPass): kFewRows rows at a time,

@@ -10,15 +10,19 @@
 //   each 64-byte line (avx512: one zmm; avx2: two ymm) meets K int8 dot products (avx512:
 //   `vpdpbusd`; avx2: `vpmaddubsw` and an add) into accumulators held in registers, so the
 //   multiply pipes (avx2: the accumulators' chains) bind the loop and K sets its rate in
-//   cache. <prefetch>: none, or t1_8k (`prefetcht1` of every line 8 KiB ahead, as the
-//   kernels' prefetch_stream). <where>: mem (the 512 MiB) or l2 (256 KiB a thread, swept 64
-//   times an iteration).
+//   cache. <prefetch>: none, t1_8k (`prefetcht1` of every line 8 KiB ahead, the kernels'
+//   prefetch_stream on most CPUs) or nta_8k (`prefetchnta`, its choice on Zen 5). <where>: mem
+//   (the 512 MiB) or l2 (256 KiB a thread, swept 64 times an iteration).
 //
 // A kernel that computes at the rate of `l2` for some K streams from memory at about what
 // `mem` gives for that K, if it streams as well as this loop. On the Zen 4 VM of session 27,
 // two threads, at its 62-64 GB/s memory level (BENCHMARKS "Session 27"): K=10 (43 GB/s in
 // cache, about q2_K's rate) reached 68-69% of the read, K=8 (54, q3_K's and IQ4_XS's) 81-85%,
 // K=6 (72, IQ4_NL's) 90-100%; the prefetch cost K=2-4 (108-216 in cache) about 30 points.
+// On the Zen 5 VM of session 32 (read 43-51 GB/s, 8 passes, two threads; BENCHMARKS "Session
+// 32"), the share of the read in the same pass, median: K=2 none 0.97, t1_8k 0.92, nta_8k 1.11;
+// K=6 0.91, 0.96, 0.90; K=10 0.90, 1.00, 1.00. (Cut into a decode's products with a barrier
+// after each, nta_8k led at K=6 and K=10 too: BENCHMARKS.)
 // The memory of a shared VM moves between minutes: compare the loops with the read of the
 // same pass, e.g. run a few times
 //   build/micro_bench --benchmark_filter='BM_StreamDots/(read|avx512/k(6|8|10))/.*threads:2'
@@ -65,7 +69,16 @@ int64_t read_probe(const uint8_t* p, size_t n) {
   return static_cast<int64_t>(k.read_sum(reinterpret_cast<const float*>(p), n / sizeof(float)));
 }
 
-template <int K, bool kPrefetch>
+// The software prefetch of a stream loop: none, prefetcht1 or prefetchnta, kPrefetchAhead ahead.
+enum Prefetch { kNone, kT1, kNta };
+
+template <Prefetch kP>
+inline void prefetch_line(const uint8_t* p) {
+  if constexpr (kP == kT1) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead), _MM_HINT_T1);
+  if constexpr (kP == kNta) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead), _MM_HINT_NTA);
+}
+
+template <int K, Prefetch kP>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dots_avx512(const uint8_t* p, size_t n) {
   __m512i acc[16];  // distinct starts, or the compiler merges accumulators it proves equal
 #pragma GCC unroll 16
@@ -74,7 +87,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dots_avx512(const
   for (size_t o = 0; o < n; o += 256) {
 #pragma GCC unroll 4
     for (int l = 0; l < 4; ++l) {
-      if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(p + o + kPrefetchAhead + 64 * l), _MM_HINT_T1);
+      prefetch_line<kP>(p + o + 64 * l);
       const __m512i x = _mm512_load_si512(p + o + 64 * l);
 #pragma GCC unroll 16
       for (int k = 0; k < K; ++k) acc[(l * K + k) & 15] = _mm512_dpbusd_epi32(acc[(l * K + k) & 15], x, s);
@@ -86,7 +99,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dots_avx512(const
   return _mm512_reduce_add_epi32(t);
 }
 
-template <int K, bool kPrefetch>
+template <int K, Prefetch kP>
 __attribute__((target("avx2"))) int64_t dots_avx2(const uint8_t* p, size_t n) {
   // 8 accumulators (AVX2 has 16 registers: more spill), each also the multiplier of its own
   // products, so that the compiler cannot compute x's product once and add it K times.
@@ -96,8 +109,7 @@ __attribute__((target("avx2"))) int64_t dots_avx2(const uint8_t* p, size_t n) {
   for (size_t o = 0; o < n; o += 256) {
 #pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {  // half lines
-      if (kPrefetch && l % 2 == 0)
-        _mm_prefetch(reinterpret_cast<const char*>(p + o + kPrefetchAhead + 32 * l), _MM_HINT_T1);
+      if (l % 2 == 0) prefetch_line<kP>(p + o + 32 * l);
       const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + o + 32 * l));
 #pragma GCC unroll 16
       for (int k = 0; k < K; ++k) {
@@ -132,14 +144,19 @@ void run(benchmark::State& state, Loop loop, bool in_cache) {
 }
 
 template <int K>
-void add_dots(const char* isa, Loop none, Loop t1) {
+void add_dots(const char* isa, Loop none, Loop t1, Loop nta) {
+  struct Kind {
+    const char* name;
+    Loop loop;
+  };
   for (const bool in_cache : {false, true})
-    for (const bool prefetch : {false, true})
+    for (const Kind& k : {Kind{"none", none}, Kind{"t1_8k", t1}, Kind{"nta_8k", nta}})
       for (int threads : {1, 2}) {
-        if (in_cache && prefetch) continue;  // nothing to fetch
-        const std::string name = std::string("BM_StreamDots/") + isa + "/k" + std::to_string(K) +
-                                 (prefetch ? "/t1_8k" : "/none") + (in_cache ? "/l2" : "/mem");
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { run(s, prefetch ? t1 : none, in_cache); })
+        if (in_cache && k.loop != none) continue;  // nothing to fetch
+        const std::string name = std::string("BM_StreamDots/") + isa + "/k" + std::to_string(K) + "/" + k.name +
+                                 (in_cache ? "/l2" : "/mem");
+        const Loop loop = k.loop;
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { run(s, loop, in_cache); })
             ->Threads(threads)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
@@ -148,8 +165,8 @@ void add_dots(const char* isa, Loop none, Loop t1) {
 
 template <int... Ks>
 void add_all(bool avx512) {
-  if (avx512) (add_dots<Ks>("avx512", dots_avx512<Ks, false>, dots_avx512<Ks, true>), ...);
-  (add_dots<Ks>("avx2", dots_avx2<Ks, false>, dots_avx2<Ks, true>), ...);
+  if (avx512) (add_dots<Ks>("avx512", dots_avx512<Ks, kNone>, dots_avx512<Ks, kT1>, dots_avx512<Ks, kNta>), ...);
+  (add_dots<Ks>("avx2", dots_avx2<Ks, kNone>, dots_avx2<Ks, kT1>, dots_avx2<Ks, kNta>), ...);
 }
 
 const bool registered = [] {

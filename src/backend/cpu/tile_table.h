@@ -30,9 +30,10 @@ namespace {
 ///     a Sapphire Rapids VM (session 10) took q4_0 73 -> 80% of the bandwidth, q2_K 55 -> 65%.
 ///   - Nta (`prefetchnta`), on AMD family 0x1A (Zen 5) and later: the lines go to L1 only, so
 ///     the stream neither evicts L2 nor sends L2's victims on to the L3. Zen 5 VM (BENCHMARKS
-///     "Session 32"), the 1.1B decodes on two threads against prefetcht1 8 KiB, 5 rounds
-///     paired: q2_K 1.15, q3_K 1.04, IQ4_NL 1.11, IQ4_XS 1.19, q4_0 1.06, q4_K 1.08, q6_K 1.10,
-///     q8_0 1.03; at 8 KiB it beat 2, 4, 12 and 16 KiB in a loop that only streams.
+///     "Session 32"), the 1.1B decodes on two threads against prefetcht1 8 KiB, paired
+///     medians of 2-4 runs of 3-5 rounds: q2_K 1.09-1.15, q3_K 1.04-1.17, IQ4_NL 1.09-1.19,
+///     IQ4_XS 1.17-1.26, q4_0 1.06-1.10, q4_K 1.08-1.25, q6_K 1.03-1.10, q8_0 1.03-1.29; at
+///     8 KiB it beat 2, 4, 12 and 16 KiB in a loop cut into a decode's products.
 ///   TOKENHIVE_STREAM_PREFETCH=l2|nta overrides the choice (to measure it on another CPU).
 constexpr int kStreamPrefetchBytes = 8192;
 

@@ -19,7 +19,7 @@ namespace {
 
 /// How far ahead (bytes) the few-token tiles, which stream each weight row once from
 /// memory, ask for its lines, and with which prefetch (stream_prefetch(), matmul_kernels.h):
-///   - L2 (`prefetcht1`), the choice but on Zen 5. A `prefetcht0` holds one of the core's few
+///   - L2 (`prefetcht1`), on every CPU but Zen 5. A `prefetcht0` holds one of the core's few
 ///     L1 miss buffers until its line arrives from memory, and those buffers, not memory, then
 ///     bound a thread's stream; L2 tracks more misses and the loads find the lines 8 KiB later.
 ///     Zen 4 VM (BENCHMARKS "Session 25"): the one-token matmuls from memory, one thread, q4_0 /

@@ -104,7 +104,16 @@ bool Engine::has_work() const { return queue_.size() > 0 || has_live_.load(); }
 double Engine::seconds_since_start(Clock::time_point t) const { return seconds(t - start_time_); }
 
 void Engine::take_submissions() {
-  for (SubmittedRequest& r : queue_.take_all()) {
+  std::vector<SubmittedRequest> taken;
+  {
+    // Out of the queue and into stats_'s waiting count in one step under stats_mutex_, under
+    // which stats() adds the queue's size: a request taken here is never missed by /metrics
+    // between now and the step's publish_stats() (a test saw 6 queued requests read as 1).
+    std::lock_guard<std::mutex> l(stats_mutex_);
+    taken = queue_.take_all();
+    stats_.waiting += static_cast<int64_t>(taken.size());
+  }
+  for (SubmittedRequest& r : taken) {
     const int64_t n_prompt = static_cast<int64_t>(r.request.prompt.size());
     int64_t max_gen = max_model_len_ - n_prompt;
     if (r.request.max_tokens > 0) max_gen = std::min(max_gen, r.request.max_tokens);
@@ -472,10 +481,10 @@ void Engine::publish_stats() {
 EngineStats Engine::stats() const {
   EngineStats st;
   {
-    std::lock_guard<std::mutex> l(stats_mutex_);
+    std::lock_guard<std::mutex> l(stats_mutex_);  // with the queue's size: take_submissions()
     st = stats_;
+    st.waiting += static_cast<int64_t>(queue_.size());
   }
-  st.waiting += static_cast<int64_t>(queue_.size());
   st.submitted = submitted_.load();
   st.rejected = rejected_.load();
   return st;

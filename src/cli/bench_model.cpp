@@ -266,7 +266,7 @@ struct IsaRun {
   cpu::Isa isa{};
   std::string backend_name;
   std::map<std::string, std::string> kernels;  // weight type -> the kernel the backend runs
-  std::string stream_prefetch;                  // the CPU tiles' weight-stream prefetch (l2 | nta), "" on a GPU
+  std::string stream_prefetch;  // the quantized tiles' weight-stream prefetch (l2 | nta); "" on a GPU or generic
   size_t repacked_bytes = 0;                   // weights the backend repacked at load
   Speed prefill;
   std::map<int64_t, Speed> decode;   // by context (positions before the first timed token)
@@ -515,7 +515,8 @@ Result<IsaRun> run_isa(const BenchModelFlags& f, LlamaModel& m, Backend& backend
   run.backend_name = std::string(backend.name());
   run.repacked_bytes = backend.prepared_weight_bytes();
   const bool gpu = on_gpu(run.backend_name);
-  if (!gpu) run.stream_prefetch = std::string(cpu::stream_prefetch_name(cpu::stream_prefetch()));
+  if (!gpu && isa != cpu::Isa::Generic)  // the generic kernels do not prefetch
+    run.stream_prefetch = std::string(cpu::stream_prefetch_name(cpu::stream_prefetch()));
   for (const MatrixRead& mr : reads) {
     if (mr.lookup) continue;
     std::string& k = run.kernels[std::string(dtype_name(mr.type))];

@@ -218,6 +218,10 @@ TEST(BenchModelCli, EveryIsaAndEveryContextGetARun) {
     got.push_back(run["isa"]);
     EXPECT_NE(run["kernels"]["f32"].get<std::string>().find(run["isa"].get<std::string>()), std::string::npos)
         << run["kernels"].dump();
+    // The quantized tiles' weight-stream prefetch this CPU gets (the same rule and environment here).
+    if (run["isa"] != "generic")
+      EXPECT_EQ(run.value("weight_stream_prefetch", ""),
+                std::string(cpu::stream_prefetch_name(cpu::stream_prefetch())));
   }
   EXPECT_EQ(got, want);
 
@@ -226,6 +230,7 @@ TEST(BenchModelCli, EveryIsaAndEveryContextGetARun) {
   ASSERT_EQ(g["runs"].size(), 1u);
   EXPECT_EQ(g["runs"][0]["isa"], "generic");
   EXPECT_EQ(g["runs"][0]["kernels"]["f32"], "f32 x f32 generic");
+  EXPECT_FALSE(g["runs"][0].contains("weight_stream_prefetch")) << g["runs"][0].dump();  // no prefetch there
 }
 
 TEST(BenchModelCli, GivenLimitsReplaceTheProbes) {

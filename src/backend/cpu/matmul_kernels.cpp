@@ -23,8 +23,11 @@ std::string_view isa_name(Isa isa) {
 namespace {
 
 // CPU features from cpuid, and whether the OS saves the wide registers (xgetbv):
-// a CPU with AVX-512 under an OS that does not enable it must not run it.
+// a CPU with AVX-512 under an OS that does not enable it must not run it. Also the vendor
+// and family (stream_prefetch()).
 struct CpuFeatures {
+  bool amd = false;
+  unsigned family = 0;  // base family, plus the extended family when the base is 0xf
   bool avx2 = false, fma = false, f16c = false, bmi2 = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false;
   bool avx512bf16 = false, avx512vbmi = false, gfni = false;
@@ -33,7 +36,10 @@ struct CpuFeatures {
 CpuFeatures detect_features() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.family = (a >> 8) & 0xf;
+  if (f.family == 0xf) f.family += (a >> 20) & 0xff;
   const bool osxsave = c & (1u << 27);
   const bool avx = c & (1u << 28);
   f.fma = c & (1u << 12);
@@ -135,17 +141,10 @@ StreamPrefetch parse_stream_prefetch(const char* value, StreamPrefetch fallback,
 
 StreamPrefetch stream_prefetch() {
   static const StreamPrefetch p = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    bool amd = false;
-    unsigned family = 0;
-    if (__get_cpuid(0, &a, &b, &c, &d)) amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
-    if (__get_cpuid(1, &a, &b, &c, &d)) {
-      family = (a >> 8) & 0xf;
-      if (family == 0xf) family += (a >> 20) & 0xff;
-    }
+    const CpuFeatures f = detect_features();
     std::string error;
     const StreamPrefetch chosen =
-        parse_stream_prefetch(std::getenv("TOKENHIVE_STREAM_PREFETCH"), default_stream_prefetch(amd, family), &error);
+        parse_stream_prefetch(std::getenv("TOKENHIVE_STREAM_PREFETCH"), default_stream_prefetch(f.amd, f.family), &error);
     if (!error.empty()) std::fprintf(stderr, "tokenhive: %s\n", error.c_str());
     return chosen;
   }();
